@@ -1,0 +1,31 @@
+// Counters: the process's live statistics, one atomic per row of
+// include/kvtier/stats_fields.def.
+//
+// Any thread may add to a counter or set a gauge (relaxed atomics: cheap,
+// no ordering promised between fields). The policy thread copies them into
+// the shared-memory stats segment each tick (stats_segment.h).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace kvtier {
+
+struct Counters {
+#define KVTIER_STAT(name, kind, doc) std::atomic<uint64_t> name{0};
+#include "kvtier/stats_fields.def"
+#undef KVTIER_STAT
+
+  static void Add(std::atomic<uint64_t>& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
+  static void Sub(std::atomic<uint64_t>& c, uint64_t n = 1) { c.fetch_sub(n, std::memory_order_relaxed); }
+  static void Set(std::atomic<uint64_t>& c, uint64_t v) { c.store(v, std::memory_order_relaxed); }
+  static uint64_t Get(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); }
+  // Raises a peak gauge to at least v.
+  static void Max(std::atomic<uint64_t>& c, uint64_t v) {
+    uint64_t cur = c.load(std::memory_order_relaxed);
+    while (cur < v && !c.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+    }
+  }
+};
+
+}  // namespace kvtier

@@ -1,0 +1,106 @@
+// MatchRule: parser and evaluator of KVTIER_MATCH (grammar in match.h).
+#include "runtime/match.h"
+
+#include <charconv>
+
+#include "runtime/options.h"
+
+namespace kvtier {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+constexpr const char* kForm =
+    "terms joined by ',' such as size>=64M, size<1G, index>=8, lib~libtorch, all, none";
+
+}  // namespace
+
+Result<MatchRule> MatchRule::Parse(std::string_view text) {
+  MatchRule rule;
+  std::string_view rest = text;
+  if (Trim(rest).empty()) return Status::Errorf("empty match rule (accepted: %s)", kForm);
+  for (bool last = false; !last;) {
+    size_t comma = rest.find(',');
+    std::string_view term = Trim(rest.substr(0, comma));
+    last = comma == std::string_view::npos;
+    if (!last) rest = rest.substr(comma + 1);
+    auto bad = [&](const char* why) {
+      return Status::Errorf("match term '%.*s': %s (accepted: %s)", static_cast<int>(term.size()),
+                            term.data(), why, kForm);
+    };
+    if (term.empty()) return bad("empty term");
+    if (term == "all" || term == "none") {
+      rule.terms_.push_back({term == "all" ? Field::kAll : Field::kNone, Op::kGe, 0, {}});
+      continue;
+    }
+    Term t{};
+    std::string_view name;
+    std::string_view value;
+    size_t op_pos = term.find_first_of("<>~");
+    if (op_pos == std::string_view::npos) return bad("no operator");
+    name = Trim(term.substr(0, op_pos));
+    std::string_view op_and_value = term.substr(op_pos);
+    if (op_and_value.starts_with(">=")) t.op = Op::kGe, value = op_and_value.substr(2);
+    else if (op_and_value.starts_with("<=")) t.op = Op::kLe, value = op_and_value.substr(2);
+    else if (op_and_value.starts_with(">")) t.op = Op::kGt, value = op_and_value.substr(1);
+    else if (op_and_value.starts_with("<")) t.op = Op::kLt, value = op_and_value.substr(1);
+    else t.op = Op::kContains, value = op_and_value.substr(1);
+    value = Trim(value);
+    if (value.empty()) return bad("missing value");
+
+    if (name == "size") {
+      if (t.op == Op::kContains) return bad("size takes >=, >, <= or <");
+      Result<uint64_t> size = ParseSize(value);
+      if (!size.ok()) return bad(size.status().message().c_str());
+      t.field = Field::kSize;
+      t.value = size.value();
+    } else if (name == "index") {
+      if (t.op == Op::kContains) return bad("index takes >=, >, <= or <");
+      uint64_t v = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (ec != std::errc() || end != value.data() + value.size()) return bad("bad index");
+      t.field = Field::kIndex;
+      t.value = v;
+    } else if (name == "lib") {
+      if (t.op != Op::kContains) return bad("lib takes ~ (contains)");
+      t.field = Field::kLib;
+      t.text = std::string(value);
+      rule.needs_caller_ = true;
+    } else {
+      return bad("unknown field (size, index, lib)");
+    }
+    rule.terms_.push_back(std::move(t));
+  }
+  return rule;
+}
+
+bool MatchRule::Matches(uint64_t size, uint64_t index, std::string_view caller_lib) const {
+  for (const Term& t : terms_) {
+    bool ok = true;
+    switch (t.field) {
+      case Field::kAll: ok = true; break;
+      case Field::kNone: ok = false; break;
+      case Field::kLib: ok = caller_lib.find(t.text) != std::string_view::npos; break;
+      case Field::kSize:
+      case Field::kIndex: {
+        uint64_t v = t.field == Field::kSize ? size : index;
+        switch (t.op) {
+          case Op::kGe: ok = v >= t.value; break;
+          case Op::kGt: ok = v > t.value; break;
+          case Op::kLe: ok = v <= t.value; break;
+          case Op::kLt: ok = v < t.value; break;
+          case Op::kContains: ok = false; break;
+        }
+        break;
+      }
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,40 @@
+// MatchRule: which device allocations become tiered regions (KVTIER_MATCH).
+//
+// Grammar: terms separated by ',' that must all hold; terms:
+//   size>=SIZE  size>SIZE  size<=SIZE  size<SIZE   allocation size
+//   index>=N  index<N                              0-based allocation order
+//   lib~TEXT                                       calling library path contains TEXT
+//   all  none
+// Example: "size>=64M,index>=8". Thread-safety: immutable after Parse.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/status.h"
+
+namespace kvtier {
+
+class MatchRule {
+ public:
+  static Result<MatchRule> Parse(std::string_view text);
+  // caller_lib may be empty when unknown.
+  bool Matches(uint64_t size, uint64_t index, std::string_view caller_lib) const;
+  bool needs_caller() const { return needs_caller_; }
+
+ private:
+  enum class Field { kSize, kIndex, kLib, kAll, kNone };
+  enum class Op { kGe, kGt, kLe, kLt, kContains };
+  struct Term {
+    Field field;
+    Op op;
+    uint64_t value;
+    std::string text;
+  };
+  std::vector<Term> terms_;
+  bool needs_caller_ = false;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,62 @@
+// KVTIER_MATCH grammar: table of rules and allocations, and every error path.
+#include "runtime/match.h"
+
+#include <gtest/gtest.h>
+
+namespace kvtier {
+namespace {
+
+struct Case {
+  const char* rule;
+  uint64_t size;
+  uint64_t index;
+  const char* lib;
+  bool match;
+};
+
+TEST(MatchRule, Table) {
+  const Case cases[] = {
+      {"size>=64M", 64ull << 20, 0, "", true},
+      {"size>=64M", (64ull << 20) - 1, 0, "", false},
+      {"size>64M", 64ull << 20, 0, "", false},
+      {"size<1G", 1ull << 30, 0, "", false},
+      {"size<=1G", 1ull << 30, 0, "", true},
+      {"size>=1M,size<2M", 1536 << 10, 0, "", true},
+      {"size>=1M,size<2M", 2 << 20, 0, "", false},
+      {"index>=8", 100, 7, "", false},
+      {"index>=8", 100, 8, "", true},
+      {"index<3", 100, 2, "", true},
+      {"lib~libtorch", 1, 0, "/x/libtorch_cuda.so", true},
+      {"lib~libtorch", 1, 0, "/x/libggml.so", false},
+      {"lib~libtorch", 1, 0, "", false},
+      {"all", 1, 0, "", true},
+      {"none", 1ull << 40, 0, "", false},
+      {" size >= 2M , index >= 1 ", 2 << 20, 1, "", true},
+  };
+  for (const Case& c : cases) {
+    Result<MatchRule> r = MatchRule::Parse(c.rule);
+    ASSERT_TRUE(r.ok()) << c.rule << ": " << r.status().message();
+    EXPECT_EQ(r.value().Matches(c.size, c.index, c.lib), c.match)
+        << c.rule << " size=" << c.size << " index=" << c.index << " lib=" << c.lib;
+  }
+}
+
+TEST(MatchRule, NeedsCallerOnlyForLibTerms) {
+  EXPECT_FALSE(MatchRule::Parse("size>=1M").value().needs_caller());
+  EXPECT_TRUE(MatchRule::Parse("size>=1M,lib~torch").value().needs_caller());
+}
+
+TEST(MatchRule, ErrorsNameTheTermAndTheForm) {
+  const char* bad[] = {"", "  ", "size", "size>=", "size>=12Q", "size~x", "index>=-1",
+                       "index>=1x", "lib>=3", "colour>=1", "size>=1M,,index<2", "all,"};
+  for (const char* rule : bad) {
+    Result<MatchRule> r = MatchRule::Parse(rule);
+    EXPECT_FALSE(r.ok()) << "accepted bad rule '" << rule << "'";
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find("accepted:"), std::string::npos) << r.status().message();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvtier
