@@ -1,0 +1,65 @@
+// Device: the seam between the runtime and a GPU (real or simulated).
+//
+// A backend creates and destroys tiered regions and moves their pages between
+// the device and host tiers. It owns the truth of residency: it changes a
+// page's tier only while holding its own transition lock, and reports faults
+// and forced evictions to the runtime through DeviceEvents. Implementations:
+// device/sim (memfd + userfaultfd, no GPU needed) and device/cuda (UVM).
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "runtime/page_table.h"
+#include "runtime/status.h"
+
+namespace kvtier {
+
+// Callbacks from a backend into the runtime. Called from the backend's own
+// threads (fault handlers) with no backend lock held; must not block.
+class DeviceEvents {
+ public:
+  virtual ~DeviceEvents() = default;
+  // A touch of a non-resident page was resolved by bringing it to the device.
+  // `from` is where it was; `wait_ns` how long the toucher waited.
+  virtual void OnFault(Region& region, uint32_t page, Tier from, uint64_t wait_ns) = 0;
+  // The device was full when a fault or prefetch needed room, so the backend
+  // evicted `page` itself (least recently migrated first, as UVM does).
+  virtual void OnDriverEviction(Region& region, uint32_t page) = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const char* kind() const = 0;  // "sim" or "cuda"
+
+  // Creates a region of `bytes` (backed in whole pages of `page_size`). Its
+  // pages start kUntouched; the first touch makes them resident.
+  virtual Result<RegionPtr> CreateRegion(RegionId id, size_t bytes, size_t page_size,
+                                         std::string tag) = 0;
+  // Releases the region's memory (and spill slots). The region must not be
+  // used afterwards.
+  virtual void DestroyRegion(Region& region) = 0;
+
+  // Moves one page device -> host. Ok and no-op if the page is not on the device.
+  virtual Status Demote(Region& region, uint32_t page) = 0;
+  // Moves one page to the device ahead of use (prefetch), evicting the least
+  // recently migrated page if the device is full. Ok and no-op if resident.
+  virtual Status Promote(Region& region, uint32_t page) = 0;
+  // Moves one host page to the disk tier. Default: unsupported.
+  virtual Status Spill(Region& region, uint32_t page) {
+    return Status::Error("this device backend has no disk tier");
+  }
+
+  // Called in the child after fork(): the parent's threads are gone and a
+  // lock may have been held at fork time, so the backend refuses further use.
+  virtual void AfterForkInChild() {}
+
+  // Bytes of tiered pages resident on the device, and the most allowed.
+  virtual uint64_t resident_bytes() const = 0;
+  virtual uint64_t capacity_bytes() const = 0;
+};
+
+}  // namespace kvtier

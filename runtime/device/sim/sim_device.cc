@@ -1,0 +1,362 @@
+// SimDevice: regions, residency transitions and the simulated driver's
+// eviction (see sim_device.h). The fault threads live in sim_fault_loop.cc.
+#include "runtime/device/sim/sim_device.h"
+
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "runtime/log.h"
+
+namespace kvtier {
+namespace {
+
+bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+}  // namespace
+
+Result<std::unique_ptr<SimDevice>> SimDevice::Create(const SimDeviceConfig& config) {
+  if (config.capacity_bytes == 0) {
+    return Status::Error(
+        "simulated GPU: capacity is 0 bytes (give it a device budget: KVTIER_DEVICE_BUDGET or "
+        "KVTIER_SIM_DEVICE_MEMORY)");
+  }
+  if (config.fault_threads < 1 || config.fault_threads > 16) {
+    return Status::Errorf("simulated GPU: %d fault threads (accepted: 1..16)",
+                          config.fault_threads);
+  }
+  Result<UserFaultFd> uffd = UserFaultFd::Open();
+  if (!uffd.ok()) return uffd.status().Annotate("simulated GPU");
+  const int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd < 0) {
+    return Status::Errorf("simulated GPU: eventfd failed: %s", strerror(errno));
+  }
+  std::unique_ptr<SimDevice> device(new SimDevice(config, std::move(uffd).value(), stop_fd));
+  Status started = device->StartThreads(config.fault_threads);
+  if (!started.ok()) return started.Annotate("simulated GPU");
+  Log(1, "simulated GPU: capacity %llu bytes, %d fault threads, userfaultfd from %s",
+      static_cast<unsigned long long>(config.capacity_bytes), config.fault_threads,
+      device->uffd_.origin());
+  return device;
+}
+
+SimDevice::SimDevice(const SimDeviceConfig& config, UserFaultFd uffd, int stop_fd)
+    : capacity_(config.capacity_bytes),
+      copy_fill_(config.copy_fill),
+      events_(config.events),
+      counters_(config.counters ? *config.counters : own_counters_),
+      uffd_(std::move(uffd)),
+      stop_fd_(stop_fd),
+      by_base_(std::make_unique<std::map<uintptr_t, SimRegion*>>()) {}
+
+SimDevice::~SimDevice() {
+  if (forked_.load()) {
+    // The threads and the region state belong to the parent's history: a
+    // thread may have been mid-change when fork copied the memory. Free
+    // nothing; exit or exec reclaims it.
+    for (auto& t : threads_) (void)t.release();
+    (void)by_base_.release();
+    return;
+  }
+  StopThreads();
+  close(stop_fd_);
+  std::lock_guard<std::mutex> lock(mu_);
+  while (!by_base_->empty()) ReleaseRegionLocked(by_base_->begin()->second);
+  if (zero_src_) munmap(zero_src_, zero_src_bytes_);
+}
+
+void SimDevice::AfterForkInChild() { forked_.store(true); }
+
+Status SimDevice::Usable() const {
+  if (forked_.load(std::memory_order_relaxed)) {
+    return Status::Error(
+        "simulated GPU: unusable in a forked child (its fault threads stayed in the parent)");
+  }
+  return Status::Ok();
+}
+
+Result<RegionPtr> SimDevice::CreateRegion(RegionId id, size_t bytes, size_t page_size,
+                                          std::string tag) {
+  if (Status s = Usable(); !s.ok()) return s;
+  const size_t base_page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  if (!IsPowerOfTwo(page_size) || page_size < base_page) {
+    return Status::Errorf(
+        "simulated GPU: page size %zu is not a power of two of at least %zu bytes", page_size,
+        base_page);
+  }
+  if (page_size > capacity_) {
+    return Status::Errorf(
+        "simulated GPU: page size %zu exceeds the device capacity of %lu bytes (raise "
+        "KVTIER_DEVICE_BUDGET or lower KVTIER_PAGE_SIZE)",
+        page_size, static_cast<unsigned long>(capacity_));
+  }
+  const size_t pages = bytes / page_size + (bytes % page_size != 0);
+  if (bytes == 0 || pages > UINT32_MAX || pages > (SIZE_MAX - page_size) / page_size) {
+    return Status::Errorf("simulated GPU: region %u of %zu bytes: size out of range", id, bytes);
+  }
+  const size_t whole = pages * page_size;
+  Result<ShmViews> views = ShmViews::Create(whole, page_size, "kvtier:" + tag);
+  if (!views.ok()) return views.status().Annotate("simulated GPU: region " + std::to_string(id));
+
+  auto sim = std::make_unique<SimRegion>();
+  sim->device = this;
+  sim->views = views.value();
+  const uintptr_t base = reinterpret_cast<uintptr_t>(sim->views.engine);
+  auto region = std::make_shared<Region>(id, base, bytes, page_size, std::move(tag));
+  sim->region = region;
+  sim->links = std::make_unique<ResidentLink[]>(pages);
+  for (size_t i = 0; i < pages; ++i) {
+    sim->links[i].owner = sim.get();
+    sim->links[i].page = static_cast<uint32_t>(i);
+  }
+  if (Status s = uffd_.Register(base, whole, &sim->zeropage); !s.ok()) {
+    sim->views.Release();
+    return s.Annotate("simulated GPU: region " + std::to_string(id));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  (*by_base_)[base] = sim.get();
+  region->backend = sim.release();
+  return region;
+}
+
+void SimDevice::DestroyRegion(Region& region) {
+  if (forked_.load()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto* r = static_cast<SimRegion*>(region.backend);
+  if (r == nullptr || r->device != this) return;
+  ReleaseRegionLocked(r);
+}
+
+void SimDevice::ReleaseRegionLocked(SimRegion* r) {
+  const RegionPtr region = r->region;  // may be the last reference
+  // (Disk tier, later: free the store slots of the region's kDisk pages.)
+  for (uint32_t p = 0; p < region->pages.size(); ++p) SetTierLocked(*r, p, Tier::kUntouched);
+  region->backend = nullptr;
+  // Wakes any thread still waiting on a fault here; it then faults normally.
+  if (!r->degraded) {
+    (void)uffd_.Unregister(reinterpret_cast<uintptr_t>(r->views.engine), r->views.bytes);
+  }
+  by_base_->erase(reinterpret_cast<uintptr_t>(r->views.engine));
+  r->views.Release();
+  delete r;
+}
+
+Result<SimRegion*> SimDevice::FindLocked(Region& region, uint32_t page) const {
+  auto* r = static_cast<SimRegion*>(region.backend);
+  if (r == nullptr || r->device != this) {
+    return Status::Errorf("simulated GPU: region %u is not a live region of this device",
+                          region.id);
+  }
+  if (r->degraded) {
+    return Status::Errorf("simulated GPU: region %u is no longer tiered after an error", region.id);
+  }
+  if (page >= region.pages.size()) {
+    return Status::Errorf("simulated GPU: page %u out of range (region %u has %zu pages)", page,
+                          region.id, region.pages.size());
+  }
+  return r;
+}
+
+SimRegion* SimDevice::FindByAddressLocked(uintptr_t addr) const {
+  auto it = by_base_->upper_bound(addr);
+  if (it == by_base_->begin()) return nullptr;
+  --it;
+  SimRegion* r = it->second;
+  return addr - it->first < r->views.bytes ? r : nullptr;
+}
+
+uint8_t* SimDevice::AliasOf(const Region& region) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto* r = static_cast<SimRegion*>(region.backend);
+  return r && r->device == this ? r->views.alias : nullptr;
+}
+
+uint64_t SimDevice::resident_bytes() const {
+  return resident_bytes_.load(std::memory_order_relaxed);
+}
+
+Status SimDevice::Demote(Region& region, uint32_t page) {
+  if (Status s = Usable(); !s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  Result<SimRegion*> r = FindLocked(region, page);
+  if (!r.ok()) return r.status();
+  if (region.pages[page].tier.load(std::memory_order_relaxed) != Tier::kDevice) {
+    return Status::Ok();
+  }
+  if (Status s = ZapLocked(*r.value(), page); !s.ok()) return s;
+  SetTierLocked(*r.value(), page, Tier::kHost);
+  Counters::Add(counters_.demoted_pages);
+  Counters::Add(counters_.demoted_bytes, region.page_size);
+  return Status::Ok();
+}
+
+Status SimDevice::Promote(Region& region, uint32_t page) {
+  if (Status s = Usable(); !s.ok()) return s;
+  std::vector<Evicted> evicted;
+  Status s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Result<SimRegion*> r = FindLocked(region, page);
+    if (!r.ok()) return r.status();
+    if (region.pages[page].tier.load(std::memory_order_relaxed) == Tier::kDevice) {
+      return Status::Ok();
+    }
+    s = BringInLocked(*r.value(), page, &evicted);
+    if (s.ok()) {
+      Counters::Add(counters_.promoted_pages);
+      Counters::Add(counters_.promoted_bytes, region.page_size);
+    }
+  }
+  Report(evicted);
+  return s;
+}
+
+Status SimDevice::BringInLocked(SimRegion& r, uint32_t page, std::vector<Evicted>* evicted) {
+  Region& region = *r.region;
+  const Tier from = region.pages[page].tier.load(std::memory_order_relaxed);
+  if (from == Tier::kDevice) return Status::Ok();
+  if (Status s = MakeRoomLocked(region.page_size, evicted); !s.ok()) return s;
+  // Whole page, relative to the aligned base: a fault anywhere in it
+  // brings all of it, as a UVM VA block does.
+  const uintptr_t start = region.PageAddr(page);
+  Status s = from == Tier::kHost ? uffd_.Continue(start, region.page_size)
+                                 : FillMissingLocked(r, page, from);
+  if (!s.ok()) {
+    return s.Annotate("simulated GPU: region " + std::to_string(region.id) + " page " +
+                      std::to_string(page));
+  }
+  SetTierLocked(r, page, Tier::kDevice);
+  return Status::Ok();
+}
+
+Status SimDevice::FillMissingLocked(SimRegion& r, uint32_t page, Tier from) {
+  const Region& region = *r.region;
+  const uintptr_t start = region.PageAddr(page);
+  const size_t len = region.page_size;
+  switch (from) {
+    case Tier::kUntouched:
+      if (r.zeropage && !copy_fill_) return uffd_.ZeroFill(start, len);
+      if (zero_src_bytes_ < len) {
+        if (zero_src_) munmap(zero_src_, zero_src_bytes_);
+        // Never written: the kernel reads it as the shared zero page.
+        void* z = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        zero_src_ = z == MAP_FAILED ? nullptr : static_cast<uint8_t*>(z);
+        zero_src_bytes_ = zero_src_ ? len : 0;
+        if (!zero_src_) return Status::Errorf("mapping a zero page of %zu bytes failed", len);
+      }
+      return uffd_.Copy(start, len, zero_src_);
+    case Tier::kDisk:
+      // Disk tier (later): read the page from the store at disk_slot into a
+      // bounce buffer outside the lock, verify its checksum, then install it
+      // here with uffd_.Copy(start, len, buffer).
+      return Status::Error("the page is on the disk tier, which this build does not restore");
+    case Tier::kDevice:
+    case Tier::kHost:
+      break;
+  }
+  return Status::Error("internal: a page with bytes in the memfd is not a MISSING fill");
+}
+
+Status SimDevice::MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted) {
+  while (resident_bytes_.load(std::memory_order_relaxed) + bytes > capacity_) {
+    ResidentLink* victim = resident_.Oldest();
+    if (victim == nullptr) {
+      return Status::Errorf("a page of %lu bytes does not fit in the capacity of %lu bytes",
+                            static_cast<unsigned long>(bytes),
+                            static_cast<unsigned long>(capacity_));
+    }
+    SimRegion& vr = *victim->owner;
+    const uint32_t vp = victim->page;
+    if (Status s = ZapLocked(vr, vp); !s.ok()) return s;
+    SetTierLocked(vr, vp, Tier::kHost);
+    Counters::Add(counters_.driver_evictions);
+    evicted->push_back({vr.region, vp});
+  }
+  return Status::Ok();
+}
+
+Status SimDevice::ZapLocked(SimRegion& r, uint32_t page) {
+  const Region& region = *r.region;
+  // Zaps the engine view's PTEs only: the bytes stay in the memfd, and the
+  // next touch raises a MINOR fault.
+  if (madvise(reinterpret_cast<void*>(region.PageAddr(page)), region.page_size, MADV_DONTNEED) !=
+      0) {
+    return Status::Errorf(
+        "simulated GPU: MADV_DONTNEED of region %u page %u failed: %s (is the memory locked "
+        "with mlock?)",
+        region.id, page, strerror(errno));
+  }
+  return Status::Ok();
+}
+
+void SimDevice::SetTierLocked(SimRegion& r, uint32_t page, Tier to) {
+  PageRecord& rec = r.region->pages[page];
+  const Tier from = rec.tier.load(std::memory_order_relaxed);
+  if (from == to) return;
+  const uint64_t bytes = r.region->page_size;
+  ResidentLink* link = &r.links[page];
+  if (from == Tier::kDevice) {
+    resident_.Remove(link);
+    resident_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  }
+  if (to == Tier::kDevice) {
+    resident_.PushNewest(link);
+    resident_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  Account(from, bytes, /*add=*/false);
+  Account(to, bytes, /*add=*/true);
+  rec.tier.store(to, std::memory_order_release);
+}
+
+void SimDevice::Account(Tier tier, uint64_t bytes, bool add) {
+  std::atomic<uint64_t>* gauge = nullptr;
+  switch (tier) {
+    case Tier::kDevice:
+      gauge = &counters_.device_used_bytes;
+      break;
+    case Tier::kHost:
+      gauge = &counters_.host_used_bytes;
+      break;
+    case Tier::kDisk:
+      gauge = &counters_.disk_used_bytes;
+      break;
+    case Tier::kUntouched:
+      return;  // holds no bytes
+  }
+  if (!add) {
+    Counters::Sub(*gauge, bytes);
+    return;
+  }
+  const uint64_t now = gauge->fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  if (tier == Tier::kDevice) Counters::Max(counters_.device_peak_bytes, now);
+}
+
+void SimDevice::DegradeLocked(SimRegion& r, const Status& why) {
+  if (r.degraded) return;
+  r.degraded = true;
+  (void)uffd_.Unregister(reinterpret_cast<uintptr_t>(r.views.engine), r.views.bytes);
+  // Its resident pages leave the device's books (they now count as host
+  // memory), so the budget stays true for the regions still tiered.
+  for (uint32_t p = 0; p < r.region->pages.size(); ++p) {
+    if (r.region->pages[p].tier.load(std::memory_order_relaxed) == Tier::kDevice) {
+      SetTierLocked(r, p, Tier::kHost);
+    }
+  }
+  Log(0,
+      "simulated GPU: region %u (%s): %s; the region is no longer tiered (its pages stay in "
+      "memory and the device budget no longer covers them)",
+      r.region->id, r.region->tag.c_str(), why.message().c_str());
+}
+
+void SimDevice::Report(const std::vector<Evicted>& evicted) {
+  if (events_ == nullptr) return;
+  for (const Evicted& e : evicted) {
+    if (e.region) events_->OnDriverEviction(*e.region, e.page);
+  }
+}
+
+}  // namespace kvtier

@@ -1,0 +1,144 @@
+// SimDevice's fault threads: they read userfaultfd messages (the simulated
+// GPU's page faults) and resolve them through the transition code in
+// sim_device.cc. A handler never touches registered memory: it only issues
+// ioctls (the kernel copies), so it cannot fault on itself.
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include "runtime/device/sim/sim_device.h"
+#include "runtime/log.h"
+
+namespace kvtier {
+namespace {
+
+constexpr int kBatch = 16;  // messages read per read(2)
+
+size_t BasePage() {
+  static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+}  // namespace
+
+Status SimDevice::StartThreads(int count) {
+  // The threads start with every asynchronous signal blocked: an engine
+  // signal handler that ran on a fault thread and touched a non-resident page
+  // would wait on that very thread forever. Synchronous signals stay open so
+  // a crash still reports.
+  sigset_t all, old;
+  sigfillset(&all);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT}) sigdelset(&all, sig);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  Status status;
+  try {
+    for (int i = 0; i < count; ++i) {
+      threads_.push_back(std::make_unique<std::thread>([this] { FaultLoop(); }));
+    }
+  } catch (const std::system_error& e) {
+    status = Status::Errorf("starting fault thread %zu of %d failed: %s", threads_.size() + 1,
+                            count, e.what());
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return status;
+}
+
+void SimDevice::StopThreads() {
+  const uint64_t one = 1;
+  if (write(stop_fd_, &one, sizeof one) != sizeof one) {
+    Log(0, "simulated GPU: stopping fault threads failed: %s", strerror(errno));
+  }
+  for (auto& t : threads_) t->join();
+  threads_.clear();
+}
+
+void SimDevice::FaultLoop() {
+  pthread_setname_np(pthread_self(), "kvtier-fault");
+  pollfd fds[2] = {{uffd_.fd(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+  uffd_msg msgs[kBatch];
+  for (;;) {
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      Log(0, "simulated GPU: poll on userfaultfd failed: %s", strerror(errno));
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    if (fds[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+      Log(0, "simulated GPU: userfaultfd reported an error; faults stop");
+      return;
+    }
+    // Several fault threads poll the same descriptor; the losers get EAGAIN.
+    const ssize_t got = read(uffd_.fd(), msgs, sizeof msgs);
+    if (got < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      Log(0, "simulated GPU: reading userfaultfd failed: %s", strerror(errno));
+      return;
+    }
+    const Clock::time_point read_at = Clock::now();
+    for (size_t i = 0; i < static_cast<size_t>(got) / sizeof(uffd_msg); ++i) {
+      if (msgs[i].event == UFFD_EVENT_PAGEFAULT) HandleFault(msgs[i], read_at);
+    }
+  }
+}
+
+void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
+  const uintptr_t addr = msg.arg.pagefault.address;
+  const bool minor = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_MINOR) != 0;
+  const size_t base_page = BasePage();
+  const uintptr_t base_addr = addr & ~(uintptr_t{base_page} - 1);
+  std::vector<Evicted> evicted;
+  RegionPtr region;
+  uint32_t page = 0;
+  Tier from = Tier::kDevice;
+  uint64_t wait_ns = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    SimRegion* r = FindByAddressLocked(addr);
+    if (r == nullptr || r->degraded) {
+      // Destroyed or untiered since the touch: the waiter refaults normally.
+      uffd_.Wake(base_addr, base_page);
+      return;
+    }
+    Region& reg = *r->region;
+    page = reg.PageOf(addr);  // relative to the aligned base
+    PageRecord& rec = reg.pages[page];
+    if (rec.flags.load(std::memory_order_relaxed) & kPageInFlight) {
+      rec.flags.fetch_or(kPageTouchedDuringMove, std::memory_order_relaxed);
+    }
+    from = rec.tier.load(std::memory_order_relaxed);
+    if (from == Tier::kDevice) {
+      // Resolved before this message was handled (a Promote, or a second
+      // message for a page just brought in). Map the touched base page in
+      // case it is the one missing, then make sure its waiter runs.
+      Status s =
+          minor ? uffd_.Continue(base_addr, base_page) : uffd_.ZeroFill(base_addr, base_page);
+      uffd_.Wake(base_addr, base_page);
+      if (!s.ok()) DegradeLocked(*r, s);
+      return;
+    }
+    Status s = BringInLocked(*r, page, &evicted);
+    if (!s.ok()) {
+      DegradeLocked(*r, s);  // unregisters: the waiter runs on, untiered
+    } else {
+      // From when the message was read: the kernel does not timestamp
+      // faults. Counted under the lock so the books settle with the move.
+      wait_ns = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - read_at).count());
+      Counters::Add(counters_.faults);
+      Counters::Add(counters_.fault_bytes, reg.page_size);
+      Counters::Add(counters_.fault_ns, wait_ns);
+      region = r->region;
+    }
+  }
+  Report(evicted);
+  if (!region) return;  // not resolved here
+  if (events_) events_->OnFault(*region, page, from, wait_ns);
+}
+
+}  // namespace kvtier

@@ -1,0 +1,289 @@
+// userfaultfd and memfd mechanics for the simulated GPU (see uffd.h).
+#include "runtime/device/sim/uffd.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+
+namespace kvtier {
+namespace {
+
+// EAGAIN without progress only happens while the address space changes
+// under a non-cooperative event; a bounded retry keeps a bug from spinning.
+constexpr int kMaxAgain = 10000;
+
+size_t BasePage() {
+  static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+const char* OpName(int op) {
+  static const char* const kNames[] = {"UFFDIO_CONTINUE", "UFFDIO_ZEROPAGE", "UFFDIO_COPY"};
+  return kNames[op];
+}
+
+int NewUffd(int flags) { return static_cast<int>(syscall(SYS_userfaultfd, flags)); }
+
+}  // namespace
+
+UserFaultFd::~UserFaultFd() {
+  if (fd_ >= 0) close(fd_);
+}
+
+UserFaultFd::UserFaultFd(UserFaultFd&& other) noexcept { *this = std::move(other); }
+
+UserFaultFd& UserFaultFd::operator=(UserFaultFd&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    user_mode_only_ = other.user_mode_only_;
+    origin_ = other.origin_;
+  }
+  return *this;
+}
+
+Result<UserFaultFd> UserFaultFd::Open() {
+  UserFaultFd u;
+  const int flags = O_CLOEXEC | O_NONBLOCK;
+  u.fd_ = NewUffd(flags);
+  u.origin_ = "userfaultfd(2)";
+  const int first_errno = u.fd_ < 0 ? errno : 0;
+  if (u.fd_ < 0 && first_errno == EPERM) {
+    // Unprivileged: /dev/userfaultfd is governed by file permissions instead
+    // of vm.unprivileged_userfaultfd (Linux 6.1+).
+    int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+    if (dev >= 0) {
+      u.fd_ = ioctl(dev, USERFAULTFD_IOC_NEW, flags);
+      u.origin_ = "/dev/userfaultfd";
+      close(dev);
+    }
+  }
+  if (u.fd_ < 0 && first_errno == EPERM) {
+    // Always allowed (Linux 5.11+): catches the engine's own touches, which
+    // is all the simulated GPU needs.
+    u.fd_ = NewUffd(flags | UFFD_USER_MODE_ONLY);
+    u.origin_ = "userfaultfd(2), user-mode faults only";
+    u.user_mode_only_ = true;
+  }
+  if (u.fd_ < 0) {
+    if (first_errno == ENOSYS) {
+      return Status::Error(
+          "userfaultfd is not available: this kernel lacks CONFIG_USERFAULTFD (the simulated "
+          "GPU, KVTIER_BACKEND=sim, needs it; use a kernel built with it)");
+    }
+    if (first_errno == EPERM) {
+      return Status::Errorf(
+          "userfaultfd is not permitted for this process (vm.unprivileged_userfaultfd=0, no "
+          "CAP_SYS_PTRACE, no access to /dev/userfaultfd, user-mode-only mode refused: %s): run "
+          "as root, or set sysctl vm.unprivileged_userfaultfd=1, or grant this user read/write "
+          "on /dev/userfaultfd",
+          strerror(errno));
+    }
+    return Status::Errorf("userfaultfd(2) failed: %s (the simulated GPU needs userfaultfd)",
+                          strerror(first_errno));
+  }
+  uffdio_api api{};
+  api.api = UFFD_API;
+  api.features = UFFD_FEATURE_MINOR_SHMEM;
+  if (ioctl(u.fd_, UFFDIO_API, &api) != 0) {
+    return Status::Errorf(
+        "userfaultfd on this kernel lacks MINOR faults on shared memory "
+        "(UFFD_FEATURE_MINOR_SHMEM, Linux 5.14 or newer): %s; the simulated GPU needs them",
+        strerror(errno));
+  }
+  return u;
+}
+
+Status UserFaultFd::Register(uintptr_t start, size_t len, bool* zeropage) const {
+  uffdio_register reg{};
+  reg.range.start = start;
+  reg.range.len = len;
+  reg.mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_MINOR;
+  if (ioctl(fd_, UFFDIO_REGISTER, &reg) != 0) {
+    return Status::Errorf("UFFDIO_REGISTER of %zu bytes at %#lx failed: %s", len,
+                          static_cast<unsigned long>(start), strerror(errno));
+  }
+  if (!(reg.ioctls & (uint64_t{1} << _UFFDIO_CONTINUE))) {
+    Status s = Unregister(start, len);
+    (void)s;
+    return Status::Error("UFFDIO_CONTINUE is not supported on memfd mappings on this kernel");
+  }
+  *zeropage = (reg.ioctls & (uint64_t{1} << _UFFDIO_ZEROPAGE)) != 0;
+  return Status::Ok();
+}
+
+Status UserFaultFd::Unregister(uintptr_t start, size_t len) const {
+  uffdio_range range{start, len};
+  if (ioctl(fd_, UFFDIO_UNREGISTER, &range) != 0) {
+    return Status::Errorf("UFFDIO_UNREGISTER of %zu bytes at %#lx failed: %s", len,
+                          static_cast<unsigned long>(start), strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Status UserFaultFd::Continue(uintptr_t start, size_t len) const {
+  return Fill(Op::kContinue, start, len, nullptr);
+}
+Status UserFaultFd::ZeroFill(uintptr_t start, size_t len) const {
+  return Fill(Op::kZero, start, len, nullptr);
+}
+Status UserFaultFd::Copy(uintptr_t start, size_t len, const void* src) const {
+  return Fill(Op::kCopy, start, len, src);
+}
+
+void UserFaultFd::Wake(uintptr_t start, size_t len) const {
+  uffdio_range range{start, len};
+  (void)ioctl(fd_, UFFDIO_WAKE, &range);
+}
+
+int UserFaultFd::Ioctl(Op op, uintptr_t start, size_t len, const void* src, size_t* done) const {
+  int rc = 0;
+  int64_t progress = 0;
+  switch (op) {
+    case Op::kContinue: {
+      uffdio_continue c{};
+      c.range = {start, len};
+      rc = ioctl(fd_, UFFDIO_CONTINUE, &c);
+      progress = c.mapped;
+      break;
+    }
+    case Op::kZero: {
+      uffdio_zeropage z{};
+      z.range = {start, len};
+      rc = ioctl(fd_, UFFDIO_ZEROPAGE, &z);
+      progress = z.zeropage;
+      break;
+    }
+    case Op::kCopy: {
+      uffdio_copy c{};
+      c.dst = start;
+      c.src = reinterpret_cast<uintptr_t>(src);
+      c.len = len;
+      rc = ioctl(fd_, UFFDIO_COPY, &c);
+      progress = c.copy;
+      break;
+    }
+  }
+  if (rc == 0) {
+    *done = len;
+    return 0;
+  }
+  const int err = errno;
+  *done = progress > 0 ? static_cast<size_t>(progress) : 0;
+  return -err;
+}
+
+Status UserFaultFd::Fill(Op op, uintptr_t start, size_t len, const void* src) const {
+  const size_t base_page = BasePage();
+  size_t off = 0;
+  bool skipped = false;
+  int again = 0;
+  while (off < len) {
+    size_t done = 0;
+    const void* from = src ? static_cast<const uint8_t*>(src) + off : nullptr;
+    const int err = Ioctl(op, start + off, len - off, from, &done);
+    off += done;
+    if (err == 0 || done > 0) {
+      again = 0;
+      continue;  // done, or partial progress (reported as EAGAIN): carry on
+    }
+    if (err == -EAGAIN && ++again < kMaxAgain) {
+      sched_yield();
+      continue;
+    }
+    if (err == -EEXIST) {
+      // The next base page is mapped already (a racing resolver), or, for a
+      // zero/copy fill, already has bytes in the memfd: map those instead of
+      // failing, and skip what is mapped.
+      if (op != Op::kContinue) {
+        size_t d = 0;
+        const int e = Ioctl(Op::kContinue, start + off, base_page, nullptr, &d);
+        if (e != 0 && e != -EEXIST) {
+          return Status::Errorf("%s at %#lx found bytes in the memfd; mapping them failed: %s",
+                                OpName(static_cast<int>(op)),
+                                static_cast<unsigned long>(start + off), strerror(-e));
+        }
+      }
+      off += base_page;
+      skipped = true;
+      continue;
+    }
+    return Status::Errorf("%s of %zu bytes at %#lx failed: %s", OpName(static_cast<int>(op)),
+                          len - off, static_cast<unsigned long>(start + off), strerror(-err));
+  }
+  // Skipped addresses were never woken by an install of ours.
+  if (skipped) Wake(start, len);
+  return Status::Ok();
+}
+
+Result<ShmViews> ShmViews::Create(size_t bytes, size_t align, const std::string& name) {
+  ShmViews v;
+  v.memfd = memfd_create(name.c_str(), MFD_CLOEXEC);
+  if (v.memfd < 0) {
+    return Status::Errorf("memfd_create(%s) failed: %s", name.c_str(), strerror(errno));
+  }
+  v.bytes = bytes;
+  if (ftruncate(v.memfd, static_cast<off_t>(bytes)) != 0) {
+    Status s = Status::Errorf("sizing memfd %s to %zu bytes failed: %s", name.c_str(), bytes,
+                              strerror(errno));
+    v.Release();
+    return s;
+  }
+  // Reserve size + align of address space, then place the shared view at the
+  // aligned address inside it and give back the slack on both sides.
+  const size_t reserve = bytes + align;
+  void* area =
+      mmap(nullptr, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (area == MAP_FAILED) {
+    Status s = Status::Errorf("reserving %zu bytes of address space for %s failed: %s", reserve,
+                              name.c_str(), strerror(errno));
+    v.Release();
+    return s;
+  }
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(area);
+  const uintptr_t aligned = (lo + align - 1) & ~(uintptr_t{align} - 1);
+  void* engine = mmap(reinterpret_cast<void*>(aligned), bytes, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_FIXED, v.memfd, 0);
+  if (engine == MAP_FAILED) {
+    Status s = Status::Errorf("mapping memfd %s (%zu bytes) failed: %s", name.c_str(), bytes,
+                              strerror(errno));
+    munmap(area, reserve);
+    v.Release();
+    return s;
+  }
+  if (aligned > lo) munmap(area, aligned - lo);
+  const uintptr_t end = aligned + bytes;
+  if (lo + reserve > end) munmap(reinterpret_cast<void*>(end), lo + reserve - end);
+  v.engine = static_cast<uint8_t*>(engine);
+
+  void* alias = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, v.memfd, 0);
+  if (alias == MAP_FAILED) {
+    Status s = Status::Errorf("mapping the alias view of memfd %s failed: %s", name.c_str(),
+                              strerror(errno));
+    v.Release();
+    return s;
+  }
+  v.alias = static_cast<uint8_t*>(alias);
+  return v;
+}
+
+void ShmViews::Release() {
+  if (engine) munmap(engine, bytes);
+  if (alias) munmap(alias, bytes);
+  if (memfd >= 0) close(memfd);
+  engine = alias = nullptr;
+  memfd = -1;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,95 @@
+// UserFaultFd: the raw userfaultfd mechanics the simulated GPU runs on, and
+// ShmViews: the memfd with its two mappings that back one simulated region.
+//
+// One userfaultfd per SimDevice serves every region. Ranges are registered in
+// MISSING and MINOR mode: a touch of a page that has no bytes yet (a hole in
+// the memfd) raises MISSING, a touch of a page whose bytes are in the memfd
+// but whose PTEs were zapped raises MINOR. The install calls below cover a
+// whole range and are robust against partial states: they retry EAGAIN,
+// continue past PTEs that already exist (EEXIST) and then wake every thread
+// waiting in the range, so a faulting thread is never left asleep.
+// Thread-safety: the ioctls are safe from any thread (the kernel serialises
+// them per mm); the object itself is immutable after Open.
+#pragma once
+
+#include <linux/userfaultfd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "runtime/status.h"
+
+namespace kvtier {
+
+class UserFaultFd {
+ public:
+  UserFaultFd() = default;
+  ~UserFaultFd();
+  UserFaultFd(UserFaultFd&& other) noexcept;
+  UserFaultFd& operator=(UserFaultFd&& other) noexcept;
+  UserFaultFd(const UserFaultFd&) = delete;
+  UserFaultFd& operator=(const UserFaultFd&) = delete;
+
+  // Opens a non-blocking, close-on-exec userfaultfd with MINOR faults on
+  // shmem. Tries the userfaultfd syscall, then /dev/userfaultfd, then the
+  // syscall limited to user-mode faults (allowed without privilege). The
+  // error says how to make it available.
+  static Result<UserFaultFd> Open();
+
+  int fd() const { return fd_; }
+  // True when only user-mode faults are caught: a kernel access (e.g. write(2)
+  // from a non-resident page) then fails with EFAULT instead of waiting.
+  bool user_mode_only() const { return user_mode_only_; }
+  // How the descriptor was obtained, for the verbose log.
+  const char* origin() const { return origin_; }
+
+  // Registers [start, start+len) for MISSING and MINOR faults. Fails when the
+  // kernel cannot resolve MINOR faults there (UFFDIO_CONTINUE). Sets
+  // *zeropage to whether UFFDIO_ZEROPAGE works on the range.
+  Status Register(uintptr_t start, size_t len, bool* zeropage) const;
+  // Unregisters the range; waiting threads are woken and fault normally.
+  Status Unregister(uintptr_t start, size_t len) const;
+
+  // Maps the page-cache pages of a range (MINOR resolution).
+  Status Continue(uintptr_t start, size_t len) const;
+  // Fills holes in a range with zeroed pages (MISSING resolution), mapping
+  // instead any page that already has bytes in the memfd.
+  Status ZeroFill(uintptr_t start, size_t len) const;
+  // Fills holes with bytes copied from `src` (MISSING resolution; also the
+  // disk tier's restore), mapping instead any page that already has bytes.
+  Status Copy(uintptr_t start, size_t len, const void* src) const;
+  // Wakes threads waiting on faults in the range; errors are ignored (the
+  // range may be gone).
+  void Wake(uintptr_t start, size_t len) const;
+
+ private:
+  enum class Op { kContinue, kZero, kCopy };
+  Status Fill(Op op, uintptr_t start, size_t len, const void* src) const;
+  // One ioctl; returns 0, or -errno with *done set to the bytes it did.
+  int Ioctl(Op op, uintptr_t start, size_t len, const void* src, size_t* done) const;
+
+  int fd_ = -1;
+  bool user_mode_only_ = false;
+  const char* origin_ = "none";
+};
+
+// A memfd of whole pages with two shared mappings: `engine` (aligned to the
+// page size; the one registered with userfaultfd and handed to the engine)
+// and `alias` (never registered: kvtier's own access to the bytes, e.g. for
+// the disk tier). Never read or write the alias of a page that has no bytes
+// yet (untouched or spilled): that would allocate it in the memfd behind the
+// residency bookkeeping.
+struct ShmViews {
+  int memfd = -1;
+  uint8_t* engine = nullptr;
+  uint8_t* alias = nullptr;
+  size_t bytes = 0;  // length of the memfd and of both views
+
+  // Creates the memfd (`name` shows in /proc/<pid>/maps) and both views.
+  static Result<ShmViews> Create(size_t bytes, size_t align, const std::string& name);
+  // Unmaps both views and closes the memfd. Idempotent.
+  void Release();
+};
+
+}  // namespace kvtier
