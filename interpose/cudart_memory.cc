@@ -1,0 +1,368 @@
+// CUDA runtime memory hooks: allocation, free, memory info, copies, fills and
+// unified-memory hints.
+//
+// cudaMalloc asks the runtime whether the allocation becomes a tiered region
+// (KVTIER_MATCH); the rest is plain device memory: simulated on the sim
+// backend, the real cudaMalloc on a GPU. On the simulated GPU every pointer is
+// host-addressable, so copies and fills are memmove/memset after checking that
+// the device side lies inside one allocation (as libcudart would); a touch of
+// a tiered page that is not resident faults it back transparently.
+// cudaMemPrefetchAsync on a tiered region becomes a runtime hint (to the
+// device: will-need; to the host: cold). Thread-safety: any thread.
+#include <cstring>
+
+#include "interpose/cudart_common.h"
+#include "interpose/cudart_errors.h"
+#include "interpose/hook_table.h"
+#include "interpose/preload.h"
+#include "runtime/log.h"
+
+using kvtier::Counters;
+using kvtier::Log;
+using kvtier::RegionPtr;
+using kvtier::Runtime;
+using kvtier::SignalKind;
+using kvtier::WarnOnce;
+using namespace kvtier::interpose;
+
+namespace {
+
+std::atomic<bool> g_region_failure_warned{false};
+std::atomic<bool> g_bad_free_warned{false};
+
+// Tries to place the allocation in a tiered region. False: allocate plain.
+bool TryRegion(Runtime* rt, size_t size, const void* caller, void** out) {
+  if (rt == nullptr || !rt->ShouldTier(size, caller)) return false;
+  kvtier::Result<void*> region = rt->CreateRegion(size, caller);
+  if (region.ok()) {
+    *out = region.value();
+    return true;
+  }
+  WarnOnce(
+      &g_region_failure_warned,
+      "cudaMalloc(%zu bytes): cannot create a tiered region: %s; allocating plain device memory "
+      "instead (later failures are not printed)",
+      size, region.status().message().c_str());
+  return false;
+}
+
+void CountBadFree(Runtime* rt, void* ptr) {
+  if (rt) Counters::Add(rt->counters().bad_frees);
+  WarnOnce(
+      &g_bad_free_warned,
+      "cudaFree(%p): not the start of a device allocation (unknown pointer or freed twice); "
+      "returning cudaErrorInvalidValue (later bad frees are counted in bad_frees, not printed)",
+      ptr);
+}
+
+cudaError_t SimMalloc(void** devPtr, size_t size, const void* caller) {
+  if (devPtr == nullptr) return cudaErrorInvalidValue;
+  if (size == 0) {  // libcudart: success and a null pointer
+    *devPtr = nullptr;
+    return cudaSuccess;
+  }
+  Runtime* rt = Runtime::Get();
+  if (TryRegion(rt, size, caller, devPtr)) return cudaSuccess;
+  cudaError_t err = TheSimGpu().Alloc(size, RegionDeviceReserve(rt), devPtr);
+  if (err == cudaSuccess && rt) Counters::Add(rt->counters().plain_device_bytes, size);
+  Log(2, "cudaMalloc(%zu bytes): plain simulated device memory at %p (%s)", size,
+      err == cudaSuccess ? *devPtr : nullptr, SimErrorName(err));
+  return err;
+}
+
+cudaError_t SimFree(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  Runtime* rt = Runtime::Get();
+  if (rt && rt->FreeRegion(ptr)) return cudaSuccess;
+  size_t bytes = TheSimGpu().Free(ptr);
+  if (bytes == 0) {
+    CountBadFree(rt, ptr);
+    return cudaErrorInvalidValue;
+  }
+  if (rt) {
+    Counters::Sub(rt->counters().plain_device_bytes, bytes);
+    Counters::Add(rt->counters().frees);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t SimMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  if (free_bytes == nullptr || total_bytes == nullptr) return cudaErrorInvalidValue;
+  Runtime* rt = Runtime::Get();
+  SimGpu& gpu = TheSimGpu();
+  uint64_t total = gpu.total_bytes();
+  uint64_t used = gpu.memory().bytes() + RegionDeviceReserve(rt);
+  uint64_t extra = OversubscribedBytes(rt);
+  *free_bytes = (used < total ? total - used : 0) + extra;
+  *total_bytes = total + extra;
+  return cudaSuccess;
+}
+
+cudaError_t SimCopy(void* dst, const void* src, size_t count, int kind) {  // kind: a cudaMemcpyKind
+  if (count == 0) return cudaSuccess;
+  if (dst == nullptr || src == nullptr) return cudaErrorInvalidValue;
+  Runtime* rt = Runtime::Get();
+  bool dst_device = false, src_device = false;
+  switch (kind) {
+    case cudaMemcpyHostToHost:
+      break;
+    case cudaMemcpyHostToDevice:
+      dst_device = true;
+      break;
+    case cudaMemcpyDeviceToHost:
+      src_device = true;
+      break;
+    case cudaMemcpyDeviceToDevice:
+      dst_device = src_device = true;
+      break;
+    case cudaMemcpyDefault:
+      break;  // unified addressing: any pointer
+    default:
+      return cudaErrorInvalidMemcpyDirection;
+  }
+  if ((dst_device && !SimDeviceRange(rt, dst, count)) ||
+      (src_device && !SimDeviceRange(rt, src, count))) {
+    return cudaErrorInvalidValue;
+  }
+  memmove(dst, src, count);
+  return cudaSuccess;
+}
+
+cudaError_t SimFill(void* ptr, int value, size_t count) {
+  if (count == 0) return cudaSuccess;
+  if (!SimDeviceRange(Runtime::Get(), ptr, count)) return cudaErrorInvalidValue;
+  memset(ptr, value, count);
+  return cudaSuccess;
+}
+
+// Prefetch/advise validation shared by the sim and tier paths: the device
+// must be ordinal 0 (the only simulated one), the range a tiered region.
+cudaError_t SimPrefetch(const void* ptr, size_t count, cudaMemLocation loc, unsigned flags,
+                        cudaStream_t stream) {
+  if (flags != 0) return cudaErrorInvalidValue;
+  if (!TheSimGpu().ValidStream(stream)) return cudaErrorInvalidResourceHandle;
+  SignalKind kind;
+  switch (RawEnum(loc.type)) {
+    case cudaMemLocationTypeDevice:
+      if (loc.id != 0) return cudaErrorInvalidDevice;
+      kind = SignalKind::kWillNeed;
+      break;
+    case cudaMemLocationTypeHost:
+    case cudaMemLocationTypeHostNuma:
+    case cudaMemLocationTypeHostNumaCurrent:
+      kind = SignalKind::kCold;
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  if (count == 0) return cudaSuccess;
+  Runtime* rt = Runtime::Get();
+  // Plain device memory is not managed memory: libcudart refuses it too.
+  if (RegionCovering(rt, ptr, count) == nullptr) return cudaErrorInvalidValue;
+  return rt->Hint(ptr, count, kind).ok() ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+cudaError_t SimAdvise(const void* ptr, size_t count, int advice,
+                      cudaMemLocation loc) {  // advice: a cudaMemoryAdvise
+  if (advice < cudaMemAdviseSetReadMostly || advice > cudaMemAdviseUnsetAccessedBy)
+    return cudaErrorInvalidValue;
+  if (RawEnum(loc.type) == cudaMemLocationTypeDevice && loc.id != 0) return cudaErrorInvalidDevice;
+  if (count == 0) return cudaSuccess;
+  // Accepted and ignored on tiered regions: kvtier's policy owns placement.
+  return RegionCovering(Runtime::Get(), ptr, count) ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+cudaError_t TierMalloc(void** devPtr, size_t size, const void* caller) {
+  Runtime* rt = Runtime::Get();
+  if (devPtr != nullptr && size != 0 && TryRegion(rt, size, caller, devPtr)) return cudaSuccess;
+  cudaError_t err = CallReal<HookId::cudaMalloc>(devPtr, size);
+  if (err == cudaSuccess && devPtr != nullptr && *devPtr != nullptr && rt) {
+    RealPlainAllocations().Reserve(size, UINT64_MAX);
+    RealPlainAllocations().Insert(*devPtr, size);
+    Counters::Add(rt->counters().plain_device_bytes, size);
+  }
+  return err;
+}
+
+cudaError_t TierFree(void* devPtr) {
+  Runtime* rt = Runtime::Get();
+  if (devPtr != nullptr && rt && rt->FreeRegion(devPtr)) return cudaSuccess;
+  if (size_t bytes = RealPlainAllocations().Remove(devPtr); bytes != 0 && rt) {
+    Counters::Sub(rt->counters().plain_device_bytes, bytes);
+    Counters::Add(rt->counters().frees);
+  }
+  // The real cudaFree decides about pointers kvtier never saw (and does
+  // context set-up for cudaFree(nullptr)).
+  return CallReal<HookId::cudaFree>(devPtr);
+}
+
+// A prefetch on a real GPU: of a tiered region, a hint only (the runtime's
+// policy and mover own placement within the device budget); of anything
+// else, the real call.
+template <HookId id>
+cudaError_t TierPrefetch(const void* ptr, size_t count, cudaMemLocation loc, unsigned flags,
+                         cudaStream_t stream) {
+  Runtime* rt = Runtime::Get();
+  if (count != 0 && RegionCovering(rt, ptr, count) != nullptr) {
+    SignalKind kind =
+        RawEnum(loc.type) == cudaMemLocationTypeDevice ? SignalKind::kWillNeed : SignalKind::kCold;
+    return rt->Hint(ptr, count, kind).ok() ? cudaSuccess : cudaErrorInvalidValue;
+  }
+  return CallReal<id>(ptr, count, loc, flags, stream);
+}
+
+}  // namespace
+
+extern "C" {
+
+cudaError_t cudaMalloc(void** devPtr, size_t size) {
+  HookScope scope;
+  const void* caller = __builtin_return_address(0);
+  switch (scope.mode()) {
+    case Mode::kPassThrough:
+      break;
+    case Mode::kSim:
+      return SimResult(NoThrow([&] { return SimMalloc(devPtr, size, caller); }));
+    case Mode::kTier:
+      return NoThrow([&] { return TierMalloc(devPtr, size, caller); });
+  }
+  return CallReal<HookId::cudaMalloc>(devPtr, size);
+}
+
+cudaError_t cudaFree(void* devPtr) {
+  HookScope scope;
+  switch (scope.mode()) {
+    case Mode::kPassThrough:
+      break;
+    case Mode::kSim:
+      return SimResult(NoThrow([&] { return SimFree(devPtr); }));
+    case Mode::kTier:
+      return NoThrow([&] { return TierFree(devPtr); });
+  }
+  return CallReal<HookId::cudaFree>(devPtr);
+}
+
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  HookScope scope;
+  switch (scope.mode()) {
+    case Mode::kPassThrough:
+      break;
+    case Mode::kSim:
+      return SimResult(NoThrow([&] { return SimMemGetInfo(free, total); }));
+    case Mode::kTier: {
+      cudaError_t err = CallReal<HookId::cudaMemGetInfo>(free, total);
+      if (err == cudaSuccess && free != nullptr && total != nullptr) {
+        uint64_t extra = OversubscribedBytes(Runtime::Get());
+        *free += extra;
+        *total += extra;
+      }
+      return err;
+    }
+  }
+  return CallReal<HookId::cudaMemGetInfo>(free, total);
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
+  HookScope scope;
+  if (scope.mode() != Mode::kSim) return CallReal<HookId::cudaMemcpy>(dst, src, count, kind);
+  return SimResult(SimCopy(dst, src, count, RawEnum(kind)));
+}
+
+cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
+  HookScope scope;
+  if (scope.mode() != Mode::kSim) return CallReal<HookId::cudaMemcpy_ptds>(dst, src, count, kind);
+  return SimResult(SimCopy(dst, src, count, RawEnum(kind)));
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  HookScope scope;
+  if (scope.mode() != Mode::kSim)
+    return CallReal<HookId::cudaMemcpyAsync>(dst, src, count, kind, stream);
+  if (!TheSimGpu().ValidStream(stream)) return SimResult(cudaErrorInvalidResourceHandle);
+  return SimResult(SimCopy(dst, src, count, RawEnum(kind)));
+}
+
+cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
+                                 cudaStream_t stream) {
+  HookScope scope;
+  if (scope.mode() != Mode::kSim)
+    return CallReal<HookId::cudaMemcpyAsync_ptsz>(dst, src, count, kind, stream);
+  if (!TheSimGpu().ValidStream(stream)) return SimResult(cudaErrorInvalidResourceHandle);
+  return SimResult(SimCopy(dst, src, count, RawEnum(kind)));
+}
+
+cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
+  HookScope scope;
+  if (scope.mode() != Mode::kSim) return CallReal<HookId::cudaMemset>(devPtr, value, count);
+  return SimResult(SimFill(devPtr, value, count));
+}
+
+cudaError_t cudaMemset_ptds(void* devPtr, int value, size_t count) {
+  HookScope scope;
+  if (scope.mode() != Mode::kSim) return CallReal<HookId::cudaMemset_ptds>(devPtr, value, count);
+  return SimResult(SimFill(devPtr, value, count));
+}
+
+cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
+  HookScope scope;
+  if (scope.mode() != Mode::kSim)
+    return CallReal<HookId::cudaMemsetAsync>(devPtr, value, count, stream);
+  if (!TheSimGpu().ValidStream(stream)) return SimResult(cudaErrorInvalidResourceHandle);
+  return SimResult(SimFill(devPtr, value, count));
+}
+
+cudaError_t cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count, cudaStream_t stream) {
+  HookScope scope;
+  if (scope.mode() != Mode::kSim)
+    return CallReal<HookId::cudaMemsetAsync_ptsz>(devPtr, value, count, stream);
+  if (!TheSimGpu().ValidStream(stream)) return SimResult(cudaErrorInvalidResourceHandle);
+  return SimResult(SimFill(devPtr, value, count));
+}
+
+cudaError_t cudaMemPrefetchAsync(const void* devPtr, size_t count, struct cudaMemLocation location,
+                                 unsigned int flags, cudaStream_t stream) {
+  HookScope scope;
+  switch (scope.mode()) {
+    case Mode::kPassThrough:
+      break;
+    case Mode::kSim:
+      return SimResult(
+          NoThrow([&] { return SimPrefetch(devPtr, count, location, flags, stream); }));
+    case Mode::kTier:
+      return NoThrow([&] {
+        return TierPrefetch<HookId::cudaMemPrefetchAsync>(devPtr, count, location, flags, stream);
+      });
+  }
+  return CallReal<HookId::cudaMemPrefetchAsync>(devPtr, count, location, flags, stream);
+}
+
+cudaError_t cudaMemPrefetchAsync_ptsz(const void* devPtr, size_t count,
+                                      struct cudaMemLocation location, unsigned int flags,
+                                      cudaStream_t stream) {
+  HookScope scope;
+  switch (scope.mode()) {
+    case Mode::kPassThrough:
+      break;
+    case Mode::kSim:
+      return SimResult(
+          NoThrow([&] { return SimPrefetch(devPtr, count, location, flags, stream); }));
+    case Mode::kTier:
+      return NoThrow([&] {
+        return TierPrefetch<HookId::cudaMemPrefetchAsync_ptsz>(devPtr, count, location, flags,
+                                                               stream);
+      });
+  }
+  return CallReal<HookId::cudaMemPrefetchAsync_ptsz>(devPtr, count, location, flags, stream);
+}
+
+cudaError_t cudaMemAdvise(const void* devPtr, size_t count, enum cudaMemoryAdvise advice,
+                          struct cudaMemLocation location) {
+  HookScope scope;
+  if (scope.mode() != Mode::kSim)
+    return CallReal<HookId::cudaMemAdvise>(devPtr, count, advice, location);
+  const int raw_advice = RawEnum(advice);
+  return SimResult(NoThrow([&] { return SimAdvise(devPtr, count, raw_advice, location); }));
+}
+
+}  // extern "C"

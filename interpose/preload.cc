@@ -1,0 +1,61 @@
+// Preload: process mode and library start-up (see preload.h).
+#include "interpose/preload.h"
+
+#include <atomic>
+
+#include "runtime/log.h"
+#include "runtime/runtime.h"
+
+namespace kvtier::interpose {
+namespace {
+
+constexpr int kUndecided = -1;
+std::atomic<int> g_mode{kUndecided};
+
+Mode DecideMode() {
+  const Options& options = Runtime::ProcessOptions();
+  if (options.backend == "sim") return Mode::kSim;
+  if (options.backend == "off") return Mode::kPassThrough;
+  // auto or cuda: tier only when a device backend started. Without one the
+  // program must see exactly what the real libcudart says.
+  return Runtime::Get() != nullptr ? Mode::kTier : Mode::kPassThrough;
+}
+
+// Runs after the loader has relocated this library and its dependencies, so
+// malloc and getenv are safe here. Parsing the options now makes a bad value
+// stop every process at start (exit 2, one line), CUDA or not; the runtime
+// itself starts on the first hooked call.
+__attribute__((constructor)) void PreloadInit() {
+  HookScope scope;
+  (void)Runtime::ProcessOptions();
+}
+
+}  // namespace
+
+const char* ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kPassThrough:
+      return "pass-through";
+    case Mode::kSim:
+      return "sim";
+    case Mode::kTier:
+      return "tier";
+  }
+  return "?";
+}
+
+Mode ProcessMode() {
+  int m = g_mode.load(std::memory_order_acquire);
+  if (m != kUndecided) return static_cast<Mode>(m);
+  // Racing first calls decide the same thing; Runtime::Get serialises the
+  // runtime's creation itself.
+  Mode decided = DecideMode();
+  int expected = kUndecided;
+  if (g_mode.compare_exchange_strong(expected, static_cast<int>(decided),
+                                     std::memory_order_acq_rel)) {
+    Log(1, "interposer mode: %s", ModeName(decided));
+  }
+  return static_cast<Mode>(g_mode.load(std::memory_order_acquire));
+}
+
+}  // namespace kvtier::interpose

@@ -1,0 +1,421 @@
+// Runtime: lifecycle, allocation paths and the policy tick (see runtime.h).
+#include "runtime/runtime.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+#include "runtime/device/sim/sim_device.h"
+#include "runtime/log.h"
+#include "runtime/signal_apply.h"
+#include "runtime/stats_segment.h"
+
+namespace kvtier {
+namespace {
+
+constexpr size_t kSignalRingCapacity = 1 << 16;
+constexpr uint64_t kPublishIntervalNs = 50'000'000;
+
+uint64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string ProgramName() {
+  char buf[256] = {};
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "?";
+  const char* slash = strrchr(buf, '/');
+  return slash ? slash + 1 : buf;
+}
+
+uint64_t PhysicalMemory() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+}
+
+// Process-wide instance. Not destroyed at exit: engine threads and static
+// destructors may still touch tiered memory, so the fault handlers must live
+// until the process is gone. A fork child starts without one.
+std::mutex g_init_mu;
+std::atomic<Runtime*> g_runtime{nullptr};
+std::atomic<bool> g_init_done{false};
+
+void ShutdownAtExit() {
+  if (Runtime* rt = g_runtime.load(std::memory_order_acquire)) rt->Shutdown();
+}
+
+void ResetInChild() {
+  // The parent's threads do not exist here and its userfaultfd registrations
+  // were dropped by fork; the child builds its own runtime if it uses CUDA.
+  // The parent's instance is leaked: a parent thread may have held one of its
+  // locks at fork time.
+  if (Runtime* parent = g_runtime.load(std::memory_order_relaxed)) parent->device().AfterForkInChild();
+  g_runtime.store(nullptr, std::memory_order_relaxed);
+  g_init_done.store(false, std::memory_order_relaxed);
+  new (&g_init_mu) std::mutex();
+}
+
+}  // namespace
+
+const Options& Runtime::ProcessOptions() {
+  static const Options options = [] {
+    Result<Options> parsed = ParseOptions(ProcessEnv());
+    Status status = parsed.status();
+    if (status.ok()) {
+      Result<MatchRule> match = MatchRule::Parse(parsed.value().match);
+      if (!match.ok()) status = Status::Error("KVTIER_MATCH=" + parsed.value().match + ": " + match.status().message());
+    }
+    if (!status.ok()) {
+      // A configuration error stops the process at start: one line, exit 2.
+      Log(0, "%s", status.message().c_str());
+      _exit(2);
+    }
+    g_log_level.store(static_cast<int>(parsed.value().verbose), std::memory_order_relaxed);
+    pthread_atfork(nullptr, nullptr, ResetInChild);
+    return std::move(parsed).value();
+  }();
+  return options;
+}
+
+Runtime* Runtime::Get() {
+  if (g_init_done.load(std::memory_order_acquire)) return g_runtime.load(std::memory_order_acquire);
+  std::lock_guard<std::mutex> lock(g_init_mu);
+  if (g_init_done.load(std::memory_order_relaxed)) return g_runtime.load(std::memory_order_relaxed);
+  const Options& options = ProcessOptions();
+  Runtime* rt = nullptr;
+  if (options.backend == "sim") {
+    Options effective = options;
+    if (effective.device_budget == 0) effective.device_budget = effective.sim_device_memory / 10 * 9;
+    auto created = Create(effective, nullptr, /*start_threads=*/true);
+    if (created.ok()) {
+      rt = created.value().release();
+    } else {
+      Log(0, "cannot start the simulated GPU: %s; running without kvtier",
+          created.status().message().c_str());
+    }
+  } else if (options.backend != "off") {
+    Log(1, "KVTIER_BACKEND=%s: no CUDA device backend is available in this build; "
+        "passing every call through", options.backend.c_str());
+  }
+  g_runtime.store(rt, std::memory_order_release);
+  g_init_done.store(true, std::memory_order_release);
+  if (rt) atexit(ShutdownAtExit);
+  return rt;
+}
+
+Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
+                                                 std::unique_ptr<Device> device,
+                                                 bool start_threads) {
+  auto policy = MakePolicy(options.policy);
+  if (!policy) return Status::Errorf("KVTIER_POLICY=%s: unknown policy", options.policy.c_str());
+  Result<MatchRule> match = MatchRule::Parse(options.match);
+  if (!match.ok()) return match.status().Annotate("KVTIER_MATCH=" + options.match);
+
+  std::unique_ptr<Runtime> rt(new Runtime(options, nullptr));
+  rt->policy_ = std::move(policy);
+  rt->match_ = std::move(match).value();
+  if (!device) {
+    SimDeviceConfig config;
+    config.capacity_bytes = options.device_budget;
+    config.fault_threads = static_cast<int>(options.sim_fault_threads);
+    config.events = rt.get();
+    config.counters = &rt->counters_;
+    auto sim = SimDevice::Create(config);
+    if (!sim.ok()) return sim.status();
+    device = std::move(sim).value();
+  }
+  rt->device_ = std::move(device);
+
+  Counters& c = rt->counters_;
+  Counters::Set(c.device_budget_bytes, rt->device_->capacity_bytes());
+  uint64_t host_budget = options.host_budget ? options.host_budget : PhysicalMemory() / 2;
+  Counters::Set(c.host_budget_bytes, host_budget);
+  Counters::Set(c.disk_budget_bytes, options.disk_budget);
+
+  if (options.stats) {
+    StatsIdentity id{ProgramName(), rt->device_->kind(), rt->policy_->name(),
+                     options.disk_budget ? "pending" : "off",
+                     static_cast<uint32_t>(options.page_size)};
+    auto seg = StatsSegment::Create("/dev/shm", id);
+    if (seg.ok()) {
+      rt->stats_ = std::move(seg).value();
+    } else {
+      Log(0, "statistics segment not published: %s", seg.status().message().c_str());
+    }
+  }
+  Log(1, "started: backend %s, policy %s, device budget %llu bytes, page %llu bytes",
+      rt->device_->kind(), rt->policy_->name(),
+      static_cast<unsigned long long>(rt->device_->capacity_bytes()),
+      static_cast<unsigned long long>(options.page_size));
+  if (options.verbose >= 1) DumpOptions(options, stderr);
+  if (start_threads) rt->policy_thread_ = std::thread([r = rt.get()] { r->PolicyLoop(); });
+  return rt;
+}
+
+Runtime::Runtime(const Options& options, std::unique_ptr<Device> device)
+    : options_(options), device_(std::move(device)), ring_(kSignalRingCapacity) {}
+
+Runtime::~Runtime() {
+  Shutdown();
+  for (const RegionPtr& r : regions_.Snapshot()) {
+    regions_.Remove(r->base);
+    device_->DestroyRegion(*r);
+  }
+}
+
+bool Runtime::ShouldTier(size_t bytes, const void* caller) {
+  uint64_t index = alloc_index_.fetch_add(1, std::memory_order_relaxed);
+  Counters::Add(counters_.allocations);
+  std::string lib;
+  if (match_.needs_caller() || options_.verbose >= 2) {
+    Dl_info info{};
+    if (caller && dladdr(caller, &info) && info.dli_fname) lib = info.dli_fname;
+  }
+  bool tier = match_.Matches(bytes, index, lib);
+  Log(2, "alloc #%llu: %zu bytes from %s: %s", static_cast<unsigned long long>(index), bytes,
+      lib.empty() ? "?" : lib.c_str(), tier ? "tiered" : "not matched");
+  return tier;
+}
+
+Result<void*> Runtime::CreateRegion(size_t bytes, const void* caller) {
+  uint64_t capacity = Counters::Get(counters_.device_budget_bytes) +
+                      Counters::Get(counters_.host_budget_bytes) +
+                      Counters::Get(counters_.disk_budget_bytes);
+  uint64_t page = options_.page_size;
+  uint64_t rounded = (bytes + page - 1) / page * page;
+  if (Counters::Get(counters_.region_bytes) + rounded > capacity) {
+    return Status::Errorf("%zu more bytes would exceed what kvtier can back (%s device + host + disk); "
+                          "raise KVTIER_HOST_BUDGET or KVTIER_DISK_BUDGET", bytes,
+                          FormatBytes(capacity).c_str());
+  }
+  RegionId id = next_region_id_.fetch_add(1, std::memory_order_relaxed);
+  std::string tag = "alloc#" + std::to_string(alloc_index_.load(std::memory_order_relaxed) - 1);
+  Dl_info info{};
+  if (caller && dladdr(caller, &info) && info.dli_fname) {
+    const char* slash = strrchr(info.dli_fname, '/');
+    tag += std::string(" ") + (slash ? slash + 1 : info.dli_fname);
+  }
+  Result<RegionPtr> region = device_->CreateRegion(id, bytes, page, tag);
+  if (!region.ok()) return region.status();
+  RegionPtr r = std::move(region).value();
+  void* base = reinterpret_cast<void*>(r->base);
+  regions_.Insert(std::move(r));
+  Counters::Add(counters_.matched_allocations);
+  Counters::Add(counters_.regions);
+  Counters::Add(counters_.region_bytes, rounded);
+  Log(2, "region %u: %zu bytes at %p", id, bytes, base);
+  return base;
+}
+
+bool Runtime::FreeRegion(const void* ptr) {
+  RegionPtr r = regions_.Remove(reinterpret_cast<uintptr_t>(ptr));
+  if (!r) return false;
+  uint64_t rounded = uint64_t{r->pages.size()} * r->page_size;
+  device_->DestroyRegion(*r);
+  Counters::Add(counters_.frees);
+  Counters::Sub(counters_.regions);
+  Counters::Sub(counters_.region_bytes, rounded);
+  return true;
+}
+
+void Runtime::PushSignal(const Signal& signal) {
+  Counters::Add(counters_.signals);
+  if (!ring_.TryPush(signal)) Counters::Add(counters_.signals_dropped);
+}
+
+Status Runtime::Hint(const void* ptr, size_t len, SignalKind kind) {
+  uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
+  RegionPtr r = regions_.Find(addr);
+  if (!r) return Status::Errorf("hint for %p: not inside a kvtier region", ptr);
+  if (len == 0) return Status::Ok();
+  uintptr_t end = std::min<uintptr_t>(addr + len, r->base + r->size);
+  uint32_t first = r->PageOf(addr);
+  uint32_t last = r->PageOf(end - 1);
+  PushSignal({kind, r->id, first, last - first + 1, NowNs()});
+  return Status::Ok();
+}
+
+void Runtime::OnFault(Region& region, uint32_t page, Tier from, uint64_t wait_ns) {
+  Signal s{SignalKind::kFault, region.id, page, 1, NowNs()};
+  s.from = from;
+  PushSignal(s);
+}
+
+void Runtime::OnDriverEviction(Region& region, uint32_t page) {
+  if (stats_) {
+    static std::atomic<uint64_t> reported{0};
+    // One event per 64 evictions keeps the event list readable.
+    if (reported.fetch_add(1, std::memory_order_relaxed) % 64 == 0) {
+      stats_->AddEvent("driver evicted page " + std::to_string(page) + " of region " +
+                       std::to_string(region.id) + " (device full at fault time)");
+    }
+  }
+}
+
+void Runtime::ExecuteMoves(const Decisions& d, const std::vector<RegionPtr>& regions) {
+  std::unordered_map<RegionId, Region*> by_id;
+  for (const RegionPtr& r : regions) by_id[r->id] = r.get();
+  uint64_t cap = options_.move_bytes_per_tick;
+  uint64_t moved = 0;
+  for (const Move& m : d.moves) {
+    if (cap && moved >= cap) break;
+    auto it = by_id.find(m.region);
+    if (it == by_id.end()) continue;
+    Region& r = *it->second;
+    if (m.page >= r.pages.size()) continue;
+    PageRecord& rec = r.pages[m.page];
+    Tier from = rec.tier.load(std::memory_order_relaxed);
+    if (from == m.to) continue;
+    Status st;
+    if (m.to == Tier::kDevice) {
+      st = device_->Promote(r, m.page);
+      rec.flags.fetch_and(static_cast<uint8_t>(~kPageWillNeed), std::memory_order_relaxed);
+    } else if (m.to == Tier::kHost) {
+      st = device_->Demote(r, m.page);
+    } else if (m.to == Tier::kDisk) {
+      st = device_->Spill(r, m.page);
+    }
+    if (!st.ok()) {
+      static std::atomic<bool> warned{false};
+      WarnOnce(&warned, "move of page %u of region %u to %s failed: %s (later failures are counted, not printed)",
+               m.page, r.id, TierName(m.to), st.message().c_str());
+      continue;
+    }
+    rec.last_move = tick_;
+    moved += r.page_size;
+    Log(3, "moved page %u of region %u %s -> %s", m.page, r.id, TierName(from), TierName(m.to));
+  }
+}
+
+void Runtime::Tick() {
+  std::lock_guard<std::mutex> lock(tick_mu_);
+  uint64_t start = NowNs();
+  ++tick_;
+  std::vector<RegionPtr> regions = regions_.Snapshot();
+  std::unordered_map<RegionId, Region*> by_id;
+  for (const RegionPtr& r : regions) by_id[r->id] = r.get();
+
+  Signal s;
+  for (size_t n = 0; n < ring_.capacity() && ring_.TryPop(&s); ++n) {
+    auto it = by_id.find(s.region);
+    if (it == by_id.end()) continue;  // the region was freed since
+    SignalEffects effects;
+    ApplySignal(*it->second, s, tick_, &effects);
+    if (effects.refaults) Counters::Add(counters_.refaults, effects.refaults);
+    policy_->OnSignal(s, *it->second);
+  }
+
+  PolicyView view;
+  view.now = tick_;
+  view.regions = &regions;
+  auto usage = [&](uint64_t used, uint64_t budget) {
+    TierUsage u;
+    u.used = used;
+    u.budget = budget;
+    u.high = budget / 100 * static_cast<uint64_t>(options_.high_watermark);
+    u.low = budget / 100 * static_cast<uint64_t>(options_.low_watermark);
+    return u;
+  };
+  view.tier[0] = usage(device_->resident_bytes(), device_->capacity_bytes());
+  view.tier[1] = usage(Counters::Get(counters_.host_used_bytes), Counters::Get(counters_.host_budget_bytes));
+  view.tier[2] = usage(Counters::Get(counters_.disk_used_bytes), Counters::Get(counters_.disk_budget_bytes));
+  Decisions decisions;
+  policy_->Decide(view, &decisions);
+  ExecuteMoves(decisions, regions);
+
+  Counters::Add(counters_.policy_ticks);
+  Counters::Add(counters_.policy_ns, NowNs() - start);
+  if (stats_ && (start - last_publish_ns_ >= kPublishIntervalNs)) {
+    stats_->Publish(counters_, regions);
+    last_publish_ns_ = start;
+  }
+}
+
+void Runtime::PolicyLoop() {
+  pthread_setname_np(pthread_self(), "kvtier-policy");
+  std::unique_lock<std::mutex> lock(stop_mu_);
+  auto period = std::chrono::milliseconds(options_.tick_ms);
+  while (!stopping_) {
+    stop_cv_.wait_for(lock, period, [this] { return stopping_; });
+    if (stopping_) break;
+    lock.unlock();
+    Tick();
+    lock.lock();
+  }
+}
+
+void Runtime::Shutdown() {
+  if (shut_down_.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (policy_thread_.joinable()) policy_thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(tick_mu_);
+    if (stats_) stats_->Publish(counters_, regions_.Snapshot());
+  }
+  if (options_.show_stats) {
+    std::string text = SummaryText();
+    fputs(text.c_str(), stderr);
+    fflush(stderr);
+  }
+  stats_.reset();
+}
+
+std::string Runtime::SummaryText() {
+  const Counters& c = counters_;
+  auto g = [](const std::atomic<uint64_t>& v) { return Counters::Get(v); };
+  auto b = [&](const std::atomic<uint64_t>& v) { return FormatBytes(g(v)); };
+  char buf[4096];
+  uint64_t budget = g(c.device_budget_bytes);
+  uint64_t peak = g(c.device_peak_bytes);
+  uint64_t faults = g(c.faults);
+  int n = snprintf(
+      buf, sizeof buf,
+      "kvtier summary (pid %d, backend %s, policy %s, page %s)\n"
+      "  tiered regions    %llu alive, %s; %llu of %llu allocations matched; plain device memory %s\n"
+      "  device residency  peak %s of %s budget (%.0f%%)%s\n"
+      "  demoted           %llu pages (%s) device -> host by the policy\n"
+      "  promoted          %llu pages (%s) host -> device ahead of use\n"
+      "  faults            %llu pages (%s) brought back on touch, mean wait %.0f us, refaults %llu\n"
+      "  driver evictions  %llu (device full at fault time)\n",
+      getpid(), device_->kind(), policy_->name(), FormatBytes(options_.page_size).c_str(),
+      (unsigned long long)g(c.regions), b(c.region_bytes).c_str(),
+      (unsigned long long)g(c.matched_allocations), (unsigned long long)g(c.allocations),
+      b(c.plain_device_bytes).c_str(), FormatBytes(peak).c_str(), FormatBytes(budget).c_str(),
+      budget ? 100.0 * double(peak) / double(budget) : 0.0,
+      peak <= budget ? ", never above budget" : ", ABOVE BUDGET",
+      (unsigned long long)g(c.demoted_pages), b(c.demoted_bytes).c_str(),
+      (unsigned long long)g(c.promoted_pages), b(c.promoted_bytes).c_str(),
+      (unsigned long long)faults, b(c.fault_bytes).c_str(),
+      faults ? double(g(c.fault_ns)) / double(faults) / 1000.0 : 0.0,
+      (unsigned long long)g(c.refaults), (unsigned long long)g(c.driver_evictions));
+  std::string out(buf, std::min<size_t>(n, sizeof buf - 1));
+  if (g(c.disk_budget_bytes)) {
+    snprintf(buf, sizeof buf,
+             "  disk tier         spilled %llu pages (%s), restored %llu pages (%s), errors %llu, "
+             "checksum mismatches %llu\n",
+             (unsigned long long)g(c.spilled_pages), b(c.spilled_bytes).c_str(),
+             (unsigned long long)g(c.restored_pages), b(c.restored_bytes).c_str(),
+             (unsigned long long)(g(c.spill_errors) + g(c.restore_errors)),
+             (unsigned long long)g(c.checksum_mismatches));
+    out += buf;
+  }
+  snprintf(buf, sizeof buf, "  policy            %llu ticks, %.1f ms total; signals %llu (dropped %llu)\n",
+           (unsigned long long)g(c.policy_ticks), double(g(c.policy_ns)) / 1e6,
+           (unsigned long long)g(c.signals), (unsigned long long)g(c.signals_dropped));
+  out += buf;
+  return out;
+}
+
+}  // namespace kvtier

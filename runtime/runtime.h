@@ -1,0 +1,112 @@
+// Runtime: the one kvtier instance of a process.
+//
+// Owns the options, the device backend, the region table, the signal ring,
+// the policy thread and the stats segment. The interposer creates it lazily on
+// the first hooked call (Runtime::Get); tests build their own with Create and
+// drive ticks by hand. Data flows one way: hooks create and free regions;
+// signals flow into the policy; the policy emits moves; the mover executes
+// them through the device; stats flow out to shared memory.
+// Thread-safety: every public method is safe from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <condition_variable>
+#include <vector>
+
+#include "runtime/counters.h"
+#include "runtime/device/device.h"
+#include "runtime/match.h"
+#include "runtime/options.h"
+#include "runtime/page_table.h"
+#include "runtime/policy.h"
+#include "runtime/region_table.h"
+#include "runtime/signal_ring.h"
+
+namespace kvtier {
+
+class StatsSegment;
+
+class Runtime : public DeviceEvents {
+ public:
+  // The process's runtime, created on first use from the environment. Exits
+  // the process with status 2 on a configuration error (one line on stderr).
+  // Returns nullptr when kvtier is off (KVTIER_BACKEND=off, or auto/cuda with
+  // no usable device) or failed to start (then it warned once).
+  static Runtime* Get();
+  // The process's options, parsed from the environment on first use (the
+  // library constructor calls it so a bad value stops the process at start).
+  static const Options& ProcessOptions();
+
+  // Builds a runtime for `device` (null: the data-backed simulated GPU with
+  // options.device_budget as its capacity). start_threads=false leaves the policy
+  // thread out, for tests that drive Tick() by hand.
+  static Result<std::unique_ptr<Runtime>> Create(const Options& options,
+                                                 std::unique_ptr<Device> device,
+                                                 bool start_threads);
+  ~Runtime() override;
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const Options& options() const { return options_; }
+  Device& device() { return *device_; }
+  Counters& counters() { return counters_; }
+  const RegionTable& regions() const { return regions_; }
+
+  // Decides whether an allocation of `bytes` from `caller` (a return address)
+  // becomes a tiered region. Counts the allocation.
+  bool ShouldTier(size_t bytes, const void* caller);
+  // Creates a tiered region; returns its base address.
+  Result<void*> CreateRegion(size_t bytes, const void* caller);
+  // Frees the region that starts at `ptr`; false if there is none.
+  bool FreeRegion(const void* ptr);
+
+  // Queues access evidence for the policy; counts a drop when the ring is full.
+  void PushSignal(const Signal& signal);
+  // Hint API (kvtier.h): applies to every page overlapping [ptr, ptr+len).
+  Status Hint(const void* ptr, size_t len, SignalKind kind);
+
+  // One policy tick: drain signals, decide, move, publish stats.
+  void Tick();
+  // Stops the policy thread, publishes the final stats, prints them when
+  // KVTIER_SHOW_STATS=1, removes the stats segment. Idempotent.
+  void Shutdown();
+  // Formats the statistics a person reads at exit (KVTIER_SHOW_STATS=1).
+  std::string SummaryText();
+
+  // DeviceEvents
+  void OnFault(Region& region, uint32_t page, Tier from, uint64_t wait_ns) override;
+  void OnDriverEviction(Region& region, uint32_t page) override;
+
+ private:
+  Runtime(const Options& options, std::unique_ptr<Device> device);
+  void PolicyLoop();
+  void ExecuteMoves(const Decisions& d, const std::vector<RegionPtr>& regions);
+
+  const Options options_;
+  Counters counters_;
+  std::unique_ptr<Device> device_;
+  RegionTable regions_;
+  SignalRing ring_;
+  MatchRule match_;
+  std::unique_ptr<Policy> policy_;
+  std::unique_ptr<StatsSegment> stats_;
+  std::atomic<uint32_t> next_region_id_{1};
+  std::atomic<uint64_t> alloc_index_{0};
+  uint32_t tick_ = 0;             // guarded by tick_mu_
+  uint64_t last_publish_ns_ = 0;  // guarded by tick_mu_
+
+  std::mutex tick_mu_;  // serialises Tick() (thread vs tests vs shutdown)
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // guarded by stop_mu_
+  std::atomic<bool> shut_down_{false};
+  std::thread policy_thread_;
+};
+
+}  // namespace kvtier
