@@ -72,9 +72,9 @@ class StatsSegment {
   void WriteShared();
 
   std::string path_;
-  pid_t owner_pid_ = 0;  // a forked child must not unlink its parent's file
-  dev_t dev_ = 0;        // identity of the file we created, so the
-  ino_t ino_ = 0;        // destructor never removes someone else's
+  pid_t owner_pid_ = 0;      // a forked child must not unlink its parent's file
+  dev_t dev_ = 0;            // identity of the file we created, so the
+  ino_t ino_ = 0;            // destructor never removes someone else's
   uint64_t* shm_ = nullptr;  // the mapping, touched only as atomic words
   std::unique_ptr<kvtier_stats_segment> staging_;  // Publish's private copy
   std::mutex events_mu_;

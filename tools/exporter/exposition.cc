@@ -1,0 +1,114 @@
+// Prometheus text exposition of the stats segments (see exposition.h).
+#include "tools/exporter/exposition.h"
+
+#include <cstdio>
+
+#include "tools/stats/stats_fields.h"
+
+namespace kvtier::exporter {
+namespace {
+
+std::string Labels(const kvtier_stats_segment& s) {
+  return "{pid=\"" + std::to_string(s.pid) + "\",command=\"" +
+         EscapeLabelValue(stats::FieldString(s.command)) + "\"}";
+}
+
+void Family(std::string* out, const std::string& name, const char* type, const std::string& help) {
+  *out += "# HELP " + name + " " + EscapeHelp(help) + "\n";
+  *out += "# TYPE " + name + " " + type + "\n";
+}
+
+std::string Seconds(uint64_t ns) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "%llu.%09llu", static_cast<unsigned long long>(ns / 1000000000u),
+           static_cast<unsigned long long>(ns % 1000000000u));
+  return buf;
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(const std::string& value) {
+  std::string out;
+  for (const char c : stats::ValidUtf8(value)) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string EscapeHelp(const std::string& text) {
+  std::string out;
+  for (const char c : stats::ValidUtf8(text)) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string RenderExposition(const std::vector<stats::ReadResult>& results) {
+  std::vector<const kvtier_stats_segment*> ok;
+  for (const stats::ReadResult& r : results) {
+    if (r.state == stats::ReadState::kOk) ok.push_back(r.snapshot.get());
+  }
+  std::string out;
+  Family(&out, "kvtier_processes", "gauge", "kvtier processes whose statistics segment was read");
+  out += "kvtier_processes " + std::to_string(ok.size()) + "\n";
+
+  Family(&out, "kvtier_up", "gauge",
+         "1 if the process's statistics segment was read; 0 if it was refused (another layout) or "
+         "busy");
+  for (const stats::ReadResult& r : results) {
+    if (r.state == stats::ReadState::kOk) {
+      out += "kvtier_up" + Labels(*r.snapshot) + " 1\n";
+    } else if (r.state == stats::ReadState::kRefused || r.state == stats::ReadState::kBusy) {
+      out += "kvtier_up{pid=\"" + std::to_string(r.pid) + "\",command=\"\"} 0\n";
+    }
+  }
+
+  Family(&out, "kvtier_info", "gauge",
+         "Configuration of a kvtier process, in labels (the value is always 1)");
+  for (const kvtier_stats_segment* s : ok) {
+    out += "kvtier_info{pid=\"" + std::to_string(s->pid) + "\",command=\"" +
+           EscapeLabelValue(stats::FieldString(s->command)) + "\",backend=\"" +
+           EscapeLabelValue(stats::FieldString(s->backend)) + "\",policy=\"" +
+           EscapeLabelValue(stats::FieldString(s->policy)) + "\",disk_io=\"" +
+           EscapeLabelValue(stats::FieldString(s->disk_io)) + "\",layout_version=\"" +
+           std::to_string(s->version) + "\"} 1\n";
+  }
+  Family(&out, "kvtier_start_time_seconds", "gauge",
+         "When the process's kvtier runtime started (Unix time)");
+  for (const kvtier_stats_segment* s : ok)
+    out += "kvtier_start_time_seconds" + Labels(*s) + " " + Seconds(s->start_time_ns) + "\n";
+  Family(&out, "kvtier_last_publish_time_seconds", "gauge",
+         "When the process last published its statistics (Unix time)");
+  for (const kvtier_stats_segment* s : ok) {
+    out +=
+        "kvtier_last_publish_time_seconds" + Labels(*s) + " " + Seconds(s->update_time_ns) + "\n";
+  }
+  Family(&out, "kvtier_page_size_bytes", "gauge", "Tiering granularity of the process");
+  for (const kvtier_stats_segment* s : ok)
+    out += "kvtier_page_size_bytes" + Labels(*s) + " " + std::to_string(s->page_size) + "\n";
+
+  for (const stats::FieldInfo& f : stats::Fields()) {
+    const bool counter = f.kind == stats::FieldKind::kCounter;
+    const std::string name = std::string("kvtier_") + f.name + (counter ? "_total" : "");
+    Family(&out, name, counter ? "counter" : "gauge", f.doc);
+    for (const kvtier_stats_segment* s : ok)
+      out += name + Labels(*s) + " " + std::to_string(f.get(*s)) + "\n";
+  }
+  return out;
+}
+
+}  // namespace kvtier::exporter

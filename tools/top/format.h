@@ -1,0 +1,35 @@
+// Number, size, rate and time formatting for kvtier-top's views, so the
+// curses screen, the text snapshot and the tests agree on every figure.
+// Thread-safety: stateless functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kvtier::top {
+
+// Binary units with three significant digits: "0 B", "512 KiB", "1.50 GiB".
+std::string Bytes(uint64_t bytes);
+// At most 4 characters for table cells: "0", "512K", "1.5G", "80G", "1.0T".
+std::string CompactBytes(uint64_t bytes);
+// Decimal GB/s in at most 5 characters: "0.00", "12.3", "1234".
+std::string GBps(double bytes_per_second);
+// A per-second rate or a count in at most 5 characters: "120", "12.3k", "1.2M".
+std::string Compact(double value);
+// "12s", "5m03s", "1h02m", "3d04h".
+std::string Duration(uint64_t ns);
+// Local wall-clock time of a CLOCK_REALTIME instant: "17:30:01".
+std::string ClockTime(uint64_t realtime_ns);
+// Pads (or cuts) to exactly `width` columns, aligned left or right.
+std::string Fit(const std::string& text, int width, bool right = false);
+// `width` characters of '|' for `fraction` (0..1) of the width, spaces after.
+std::string BarFill(double fraction, int width);
+
+// Heat strip characters, cold to hot.
+inline constexpr char kHeatChars[] = " .:-=+*#%@";
+char HeatChar(uint8_t heat);
+// One letter per tier code of stats.h: D(evice) H(ost) S(SD) .(untouched).
+char TierLetter(uint8_t tier);
+const char* TierName(uint8_t tier);
+
+}  // namespace kvtier::top
