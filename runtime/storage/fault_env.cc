@@ -1,0 +1,248 @@
+// FaultEnv and the IoQueue wrapper that applies its faults.
+// Thread-safety: see fault_env.h; FaultQueue is single-owner like any IoQueue.
+#include "runtime/storage/fault_env.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <unordered_map>
+#include <vector>
+
+namespace kvtier {
+namespace {
+
+void SleepNanos(uint64_t ns) {
+  struct timespec ts = {static_cast<time_t>(ns / 1000000000ull),
+                        static_cast<long>(ns % 1000000000ull)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+class FaultQueue final : public IoQueue {
+ public:
+  FaultQueue(FaultEnv* env, std::unique_ptr<IoQueue> base) : env_(env), base_(std::move(base)) {}
+
+  const char* name() const override { return base_->name(); }
+  unsigned depth() const override { return base_->depth(); }
+  Status RegisterBuffers(const struct iovec* iovs, unsigned count) override {
+    return base_->RegisterBuffers(iovs, count);
+  }
+
+  Status Submit(const IoRequest* reqs, size_t count) override {
+    std::vector<IoRequest> pass;
+    pass.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      IoRequest r = reqs[i];
+      After after;
+      after.slow = env_->Fires(Fault::kSlow);
+      if (after.slow) env_->Count(Fault::kSlow);
+      if (r.kind == IoKind::kWrite) {
+        if (Fail(r, Fault::kWriteNoSpace, -ENOSPC) || Fail(r, Fault::kWriteIoError, -EIO)) continue;
+        if (env_->Fires(Fault::kShortWrite)) {
+          env_->Count(Fault::kShortWrite);
+          r.len = static_cast<uint32_t>((r.len / 2) & ~uint32_t{kDirectAlign - 1});
+          if (r.len == 0) {
+            synthetic_.push_back({r.user_data, 0});
+            continue;
+          }
+        } else if (env_->Fires(Fault::kDiskBitFlip)) {
+          after.fault = Fault::kDiskBitFlip;
+        }
+      } else {
+        if (Fail(r, Fault::kReadIoError, -EIO)) continue;
+        if (env_->Fires(Fault::kReadBitFlip)) after.fault = Fault::kReadBitFlip;
+      }
+      if (after.slow || after.fault != kNone) {
+        after.req = r;
+        after_[r.user_data] = after;
+      }
+      pass.push_back(r);
+    }
+    return pass.empty() ? Status::Ok() : base_->Submit(pass.data(), pass.size());
+  }
+
+  Status Wait(size_t min, std::vector<IoCompletion>* out) override {
+    size_t have = synthetic_.size();
+    out->insert(out->end(), synthetic_.begin(), synthetic_.end());
+    synthetic_.clear();
+    size_t first = out->size();
+    Status st = base_->Wait(min > have ? min - have : 0, out);
+    if (!st.ok()) return st;
+    for (size_t i = first; i < out->size(); ++i) {
+      auto it = after_.find((*out)[i].user_data);
+      if (it == after_.end()) continue;
+      Apply(it->second, (*out)[i].result);
+      after_.erase(it);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  static constexpr Fault kNone = static_cast<Fault>(0xff);
+  struct After {
+    Fault fault = kNone;
+    bool slow = false;
+    IoRequest req;
+  };
+
+  bool Fail(const IoRequest& r, Fault f, int err) {
+    if (!env_->Fires(f)) return false;
+    env_->Count(f);
+    synthetic_.push_back({r.user_data, err});
+    return true;
+  }
+
+  void Apply(const After& a, int64_t result) {
+    if (a.slow) SleepNanos(env_->slow_ns());
+    if (result <= 0) return;
+    uint64_t at = env_->Random() % static_cast<uint64_t>(result);
+    uint8_t mask = static_cast<uint8_t>(1u << (env_->Random() % 8));
+    if (a.fault == Fault::kReadBitFlip) {
+      static_cast<uint8_t*>(a.req.buf)[at] ^= mask;
+      env_->Count(Fault::kReadBitFlip);
+    } else if (a.fault == Fault::kDiskBitFlip && FlipOnDisk(a.req.fd, a.req.offset + at, mask)) {
+      env_->Count(Fault::kDiskBitFlip);
+    }
+  }
+
+  // Read-modify-write of the aligned block holding the byte, so it works on
+  // O_DIRECT files too.
+  static bool FlipOnDisk(int fd, uint64_t pos, uint8_t mask) {
+    Result<AlignedBuffer> buf = AlignedBuffer::Allocate(kDirectAlign);
+    if (!buf.ok()) return false;
+    uint64_t block = pos & ~uint64_t{kDirectAlign - 1};
+    ssize_t n = pread(fd, buf.value().data(), kDirectAlign, static_cast<off_t>(block));
+    if (n <= static_cast<ssize_t>(pos - block)) return false;
+    buf.value().data()[pos - block] ^= mask;
+    return pwrite(fd, buf.value().data(), static_cast<size_t>(n), static_cast<off_t>(block)) == n;
+  }
+
+  FaultEnv* const env_;
+  std::unique_ptr<IoQueue> base_;
+  std::vector<IoCompletion> synthetic_;
+  std::unordered_map<uint64_t, After> after_;
+};
+
+}  // namespace
+
+const char* FaultName(Fault f) {
+  switch (f) {
+    case Fault::kWriteNoSpace:
+      return "write-enospc";
+    case Fault::kWriteIoError:
+      return "write-eio";
+    case Fault::kShortWrite:
+      return "short-write";
+    case Fault::kDiskBitFlip:
+      return "disk-bit-flip";
+    case Fault::kReadIoError:
+      return "read-eio";
+    case Fault::kReadBitFlip:
+      return "read-bit-flip";
+    case Fault::kAllocNoSpace:
+      return "fallocate-enospc";
+    case Fault::kSlow:
+      return "slow";
+  }
+  return "?";
+}
+
+FaultEnv::FaultEnv(Env* base, uint64_t seed) : base_(base), rng_(seed) {}
+
+void FaultEnv::Arm(Fault f, int times, int skip) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Rule& r = rules_[static_cast<int>(f)];
+  r.times = times;
+  r.skip = skip;
+}
+
+void FaultEnv::SetRate(Fault f, double p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rules_[static_cast<int>(f)].rate = p;
+}
+
+void FaultEnv::Clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Rule& r : rules_) r = Rule();
+}
+
+void FaultEnv::SetClock(uint64_t ns) {
+  clock_ns_.store(ns);
+  manual_clock_.store(true);
+}
+
+uint64_t FaultEnv::NowNanos() {
+  return manual_clock_.load() ? clock_ns_.load() : base_->NowNanos();
+}
+
+bool FaultEnv::Fires(Fault f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Rule& r = rules_[static_cast<int>(f)];
+  if (r.times != 0) {
+    if (r.skip > 0) {
+      --r.skip;
+    } else {
+      if (r.times > 0) --r.times;
+      return true;
+    }
+  }
+  if (r.rate <= 0) return false;
+  return static_cast<double>(NextRandomLocked() >> 11) * 0x1.0p-53 < r.rate;
+}
+
+uint64_t FaultEnv::Random() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return NextRandomLocked();
+}
+
+uint64_t FaultEnv::NextRandomLocked() {  // splitmix64
+  uint64_t z = (rng_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+Result<int> FaultEnv::OpenTmpFile(const std::string& dir, bool direct) {
+  if (refuse_tmpfile_.load())
+    return Status::Errorf("open(%s, O_TMPFILE): %s (injected)", dir.c_str(), strerror(EOPNOTSUPP));
+  if (direct && refuse_direct_.load())
+    return Status::Errorf("open(%s, O_DIRECT): %s (injected)", dir.c_str(), strerror(EINVAL));
+  return base_->OpenTmpFile(dir, direct);
+}
+
+Result<int> FaultEnv::OpenUnlinkedFile(const std::string& dir, bool direct) {
+  if (direct && refuse_direct_.load())
+    return Status::Errorf("open(%s, O_DIRECT): %s (injected)", dir.c_str(), strerror(EINVAL));
+  return base_->OpenUnlinkedFile(dir, direct);
+}
+
+Status FaultEnv::Allocate(int fd, uint64_t offset, uint64_t len) {
+  if (Fires(Fault::kAllocNoSpace)) {
+    Count(Fault::kAllocNoSpace);
+    return Status::Errorf("fallocate(offset %llu, %llu bytes): %s (injected)",
+                          static_cast<unsigned long long>(offset),
+                          static_cast<unsigned long long>(len), strerror(ENOSPC));
+  }
+  return base_->Allocate(fd, offset, len);
+}
+
+Result<std::unique_ptr<IoQueue>> FaultEnv::NewUringQueue(unsigned depth) {
+  if (refuse_uring_.load())
+    return Status::Errorf("io_uring_queue_init(%u entries): %s (injected)", depth,
+                          strerror(ENOSYS));
+  Result<std::unique_ptr<IoQueue>> q = base_->NewUringQueue(depth);
+  if (!q.ok()) return q.status();
+  return Wrap(std::move(q).value());
+}
+
+std::unique_ptr<IoQueue> FaultEnv::NewSyncQueue(unsigned depth) {
+  return Wrap(base_->NewSyncQueue(depth));
+}
+
+std::unique_ptr<IoQueue> FaultEnv::Wrap(std::unique_ptr<IoQueue> base) {
+  return std::make_unique<FaultQueue>(this, std::move(base));
+}
+
+}  // namespace kvtier

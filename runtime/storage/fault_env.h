@@ -1,0 +1,97 @@
+// FaultEnv: an Env that injects storage faults into another Env, for tests
+// and for `kvtier-bench spill --faults`. Deterministic: a request's fate
+// depends only on the seed, the rules and the order of requests.
+//
+// Faults are decided per request when it is submitted:
+//   write: ENOSPC, EIO, short write, or a bit flipped on disk after the write
+//   read:  EIO, or a bit flipped in the returned bytes (the disk stays good)
+//   fallocate: ENOSPC
+//   any request: completes only after the slow-device delay
+// Open/io_uring refusals (RefuseTmpfile/Direct/Uring) exercise the fallbacks.
+//
+// Thread-safety: every method may be called from any thread (rules are under
+// a mutex). Queues must have distinct user_data among requests in flight.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "runtime/storage/env.h"
+
+namespace kvtier {
+
+enum class Fault : uint8_t {
+  kWriteNoSpace,  // the write fails with ENOSPC; nothing is written
+  kWriteIoError,  // the write fails with EIO
+  kShortWrite,    // the write transfers only part of the bytes
+  kDiskBitFlip,   // the write succeeds, then one bit of it flips on disk
+  kReadIoError,   // the read fails with EIO
+  kReadBitFlip,   // the read succeeds with one bit of the returned bytes flipped
+  kAllocNoSpace,  // fallocate fails with ENOSPC
+  kSlow,          // the request completes only after the slow delay
+};
+constexpr int kFaultKinds = 8;
+const char* FaultName(Fault f);
+
+class FaultEnv final : public Env {
+ public:
+  // `base` must outlive this Env.
+  explicit FaultEnv(Env* base, uint64_t seed = 1);
+
+  // The next `times` eligible requests get `f`, after `skip` eligible ones
+  // pass untouched. times < 0: every eligible request from then on.
+  void Arm(Fault f, int times = 1, int skip = 0);
+  // Each eligible request independently gets `f` with probability p.
+  void SetRate(Fault f, double p);
+  // Disarms every fault and rate.
+  void Clear();
+  void SetSlowDelay(uint64_t ns) { slow_ns_.store(ns); }
+  void RefuseTmpfile(bool on) { refuse_tmpfile_.store(on); }
+  void RefuseDirect(bool on) { refuse_direct_.store(on); }
+  void RefuseUring(bool on) { refuse_uring_.store(on); }
+  // Switches NowNanos to a manual clock (tests of backoff never sleep).
+  void SetClock(uint64_t ns);
+  void AdvanceClock(uint64_t ns) { clock_ns_.fetch_add(ns); }
+  // How many times `f` actually took effect.
+  uint64_t injected(Fault f) const { return injected_[static_cast<int>(f)].load(); }
+
+  Status CreateDir(const std::string& dir) override { return base_->CreateDir(dir); }
+  Result<int> OpenTmpFile(const std::string& dir, bool direct) override;
+  Result<int> OpenUnlinkedFile(const std::string& dir, bool direct) override;
+  Status Allocate(int fd, uint64_t offset, uint64_t len) override;
+  void Close(int fd) override { base_->Close(fd); }
+  Result<std::unique_ptr<IoQueue>> NewUringQueue(unsigned depth) override;
+  std::unique_ptr<IoQueue> NewSyncQueue(unsigned depth) override;
+  uint64_t NowNanos() override;
+
+  // Used by the wrapping queues (fault_env.cc).
+  // Returns whether `f` fires for the next eligible request (counts it).
+  bool Fires(Fault f);
+  uint64_t Random();
+  void Count(Fault f) { injected_[static_cast<int>(f)].fetch_add(1); }
+  uint64_t slow_ns() const { return slow_ns_.load(); }
+
+ private:
+  struct Rule {
+    int skip = 0;
+    int times = 0;  // < 0: forever
+    double rate = 0;
+  };
+  std::unique_ptr<IoQueue> Wrap(std::unique_ptr<IoQueue> base);
+  uint64_t NextRandomLocked();  // requires mu_
+
+  Env* const base_;
+  std::mutex mu_;
+  uint64_t rng_;             // guarded by mu_
+  Rule rules_[kFaultKinds];  // guarded by mu_
+  std::atomic<uint64_t> injected_[kFaultKinds] = {};
+  std::atomic<uint64_t> slow_ns_{0};
+  std::atomic<bool> refuse_tmpfile_{false}, refuse_direct_{false}, refuse_uring_{false};
+  std::atomic<bool> manual_clock_{false};
+  std::atomic<uint64_t> clock_ns_{0};
+};
+
+}  // namespace kvtier

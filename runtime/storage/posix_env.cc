@@ -1,0 +1,150 @@
+// PosixEnv: the production Env (POSIX calls, liburing through io_queue.cc),
+// and AlignedBuffer.
+// Thread-safety: PosixEnv is stateless apart from an atomic name counter.
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "runtime/storage/env.h"
+#include "runtime/storage/io_queue.h"
+
+namespace kvtier {
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+Status MakeOneDir(const std::string& path) {
+  if (mkdir(path.c_str(), 0700) == 0) return Status::Ok();
+  int err = errno;
+  struct stat st;
+  if (err == EEXIST && stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return Status::Ok();
+    return Status::Errorf("%s exists and is not a directory", path.c_str());
+  }
+  return Status::Errorf("mkdir %s: %s", path.c_str(), strerror(err));
+}
+
+class PosixEnv final : public Env {
+ public:
+  Status CreateDir(const std::string& dir) override {
+    if (dir.empty()) return Status::Error("empty directory name");
+    // Create missing parents first, each 0700: nobody else needs to list
+    // where another user's KV cache spills.
+    for (size_t pos = dir.find('/', 1); pos != std::string::npos; pos = dir.find('/', pos + 1)) {
+      std::string parent = dir.substr(0, pos);
+      struct stat st;
+      if (stat(parent.c_str(), &st) == 0) continue;
+      Status s = MakeOneDir(parent);
+      if (!s.ok()) return s;
+    }
+    return MakeOneDir(dir);
+  }
+
+  Result<int> OpenTmpFile(const std::string& dir, bool direct) override {
+    int flags = O_TMPFILE | O_RDWR | O_CLOEXEC | (direct ? O_DIRECT : 0);
+    int fd = open(dir.c_str(), flags, 0600);
+    if (fd < 0) {
+      return Status::Errorf("open(%s, O_TMPFILE%s): %s", dir.c_str(), direct ? "|O_DIRECT" : "",
+                            strerror(errno));
+    }
+    return fd;
+  }
+
+  Result<int> OpenUnlinkedFile(const std::string& dir, bool direct) override {
+    static std::atomic<uint64_t> counter{0};
+    int flags = O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | (direct ? O_DIRECT : 0);
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      std::string path = dir + "/.kvtier-spill." + std::to_string(getpid()) + "." +
+                         std::to_string(counter.fetch_add(1));
+      int fd = open(path.c_str(), flags, 0600);
+      if (fd >= 0) {
+        if (unlink(path.c_str()) != 0) {
+          int err = errno;
+          close(fd);
+          return Status::Errorf("unlink %s: %s", path.c_str(), strerror(err));
+        }
+        return fd;
+      }
+      if (errno != EEXIST) {
+        return Status::Errorf("open(%s, O_CREAT|O_EXCL%s): %s", path.c_str(),
+                              direct ? "|O_DIRECT" : "", strerror(errno));
+      }
+    }
+    return Status::Errorf("could not find a free spill file name in %s", dir.c_str());
+  }
+
+  Status Allocate(int fd, uint64_t offset, uint64_t len) override {
+    for (;;) {
+      if (fallocate(fd, 0, static_cast<off_t>(offset), static_cast<off_t>(len)) == 0)
+        return Status::Ok();
+      if (errno == EINTR) continue;
+      if (errno == EOPNOTSUPP || errno == ENOSYS) return Status::Ok();
+      return Status::Errorf("fallocate(offset %llu, %llu bytes): %s",
+                            static_cast<unsigned long long>(offset),
+                            static_cast<unsigned long long>(len), strerror(errno));
+    }
+  }
+
+  void Close(int fd) override {
+    if (fd >= 0) close(fd);
+  }
+
+  Result<std::unique_ptr<IoQueue>> NewUringQueue(unsigned depth) override {
+    return NewPosixUringQueue(depth);
+  }
+  std::unique_ptr<IoQueue> NewSyncQueue(unsigned depth) override {
+    return NewPosixSyncQueue(depth);
+  }
+
+  uint64_t NowNanos() override {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  }
+};
+
+}  // namespace
+
+Env* Env::Default() {
+  static PosixEnv* env = new PosixEnv();  // never destroyed: used until exit
+  return env;
+}
+
+Result<AlignedBuffer> AlignedBuffer::Allocate(size_t bytes) {
+  size_t size = AlignUp(bytes == 0 ? 1 : bytes, kDirectAlign);
+  size_t align = size >= kHugePage ? kHugePage : kDirectAlign;
+  void* p = nullptr;
+  int rc = posix_memalign(&p, align, size);
+  if (rc != 0)
+    return Status::Errorf("allocating a %zu-byte aligned I/O buffer: %s", size, strerror(rc));
+  // Huge pages mean fewer DMA segments per 2 MiB request; best effort.
+  if (align == kHugePage) madvise(p, size, MADV_HUGEPAGE);
+  memset(p, 0, size);
+  AlignedBuffer b;
+  b.data_ = static_cast<uint8_t*>(p);
+  b.size_ = size;
+  return b;
+}
+
+AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
+  if (this != &other) {
+    free(data_);
+    data_ = other.data_;
+    size_ = other.size_;
+    other.data_ = nullptr;
+    other.size_ = 0;
+  }
+  return *this;
+}
+
+AlignedBuffer::~AlignedBuffer() { free(data_); }
+
+}  // namespace kvtier

@@ -1,0 +1,342 @@
+// SpillBatch: the request pipeline shared by the mover's batches and the
+// store's synchronous Write/Read. Thread-safety: single-owner (see header).
+#include "runtime/storage/spill_batch.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "runtime/log.h"
+#include "runtime/storage/checksum.h"
+
+namespace kvtier {
+
+SpillBatch::SpillBatch(SpillStore* store, std::unique_ptr<IoQueue> queue, unsigned depth)
+    : store_(store), queue_(std::move(queue)), depth_(depth), lanes_(depth) {
+  for (unsigned i = depth; i-- > 0;) free_lanes_.push_back(i);
+}
+
+SpillBatch::~SpillBatch() {
+  // Finish what the device holds so slots are released or recorded and no
+  // buffer is freed under a request; never start what is only queued.
+  queued_.clear();
+  while (in_flight_ > 0 && Pump(false).ok()) {
+  }
+  queue_.reset();  // unregisters the bounce buffers before they are freed
+}
+
+void SpillBatch::AddWrite(const void* src, size_t len, uint64_t tag) {
+  Op op;
+  op.kind = IoKind::kWrite;
+  op.src = src;
+  op.len = len;
+  op.tag = tag;
+  queued_.push_back(op);
+}
+
+void SpillBatch::AddRead(uint32_t slot, void* dst, size_t len, uint64_t checksum, uint64_t tag) {
+  Op op;
+  op.kind = IoKind::kRead;
+  op.dst = dst;
+  op.len = len;
+  op.tag = tag;
+  op.slot = slot;
+  op.checksum = checksum;
+  queued_.push_back(op);
+}
+
+void SpillBatch::Submit() {
+  std::vector<IoRequest> reqs;
+  while (!queued_.empty() && !free_lanes_.empty()) {
+    unsigned lane = free_lanes_.back();
+    free_lanes_.pop_back();
+    Op op = queued_.front();
+    queued_.pop_front();
+    Start(op, lane, &reqs);
+  }
+  // Checksum the writes while the device already moves their bytes: both
+  // only read the buffer, and the result is needed only at completion.
+  std::vector<unsigned> writes;
+  for (const IoRequest& r : reqs) {
+    if (r.kind == IoKind::kWrite) writes.push_back(static_cast<unsigned>(r.user_data));
+  }
+  SubmitRequests(&reqs);
+  for (unsigned lane : writes) {
+    Op& op = lanes_[lane];
+    op.checksum = PageChecksum(op.bounce ? bounce_[lane].data() : op.src, op.len);
+  }
+}
+
+Status SpillBatch::Wait(size_t min, std::vector<SpillCompletion>* out) {
+  Submit();
+  if (min > outstanding()) min = outstanding();
+  while (done_.size() < min) {
+    if (in_flight_ == 0) {
+      Submit();  // only requests that completed at once (refusals) ran so far
+      continue;
+    }
+    Status st = Pump(true);
+    if (!st.ok()) return st.Annotate("spill I/O queue (" + store_->file_description() + ")");
+  }
+  for (SpillCompletion& c : done_) out->push_back(std::move(c));
+  done_.clear();
+  return Status::Ok();
+}
+
+Status SpillBatch::Pump(bool refill) {
+  std::vector<IoCompletion> comps;
+  Status st = queue_->Wait(1, &comps);
+  if (!st.ok()) return st;
+  std::vector<IoRequest> retries;
+  // Reads that landed in the caller's buffer free their lane at once and are
+  // verified after the queue is refilled, so the device is not left idle
+  // while the CPU checksums them.
+  std::vector<Op> verify;
+  for (const IoCompletion& c : comps) {
+    --in_flight_;
+    auto lane = static_cast<unsigned>(c.user_data);
+    const Op& op = lanes_[lane];
+    if (refill && op.kind == IoKind::kRead && !op.bounce && c.result == op.io_len) {
+      verify.push_back(op);
+      free_lanes_.push_back(lane);
+    } else {
+      Finish(lane, c.result, &retries);
+    }
+  }
+  SubmitRequests(&retries);
+  if (refill) Submit();
+  for (Op& op : verify) {
+    ReadFailure why;
+    std::string detail;
+    if (CheckRead(op, static_cast<uint8_t*>(op.dst), op.io_len, &why, &detail)) continue;
+    if (TakeRetry(op, detail)) {
+      queued_.push_front(op);  // started by the next Submit
+    } else {
+      FailRead(op, why, detail);
+    }
+  }
+  return Status::Ok();
+}
+
+bool SpillBatch::NeedsBounce(const void* p, size_t len) const {
+  if (!store_->config_.zero_copy) return true;
+  if (!store_->direct_) return false;
+  return !IsAligned(p, kDirectAlign) || len % kDirectAlign != 0;
+}
+
+Status SpillBatch::EnsureBounce() {
+  if (!bounce_.empty()) return Status::Ok();
+  std::vector<AlignedBuffer> buffers;
+  std::vector<struct iovec> iovs;
+  for (unsigned i = 0; i < depth_; ++i) {
+    Result<AlignedBuffer> b = AlignedBuffer::Allocate(AlignUp(store_->page_size(), kDirectAlign));
+    if (!b.ok()) return b.status();
+    iovs.push_back({b.value().data(), b.value().size()});
+    buffers.push_back(std::move(b).value());
+  }
+  Status reg = queue_->RegisterBuffers(iovs.data(), static_cast<unsigned>(iovs.size()));
+  fixed_ = reg.ok();
+  if (!fixed_) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      Log(1, "disk tier: %s; using unregistered buffers", reg.message().c_str());
+  }
+  bounce_ = std::move(buffers);
+  return Status::Ok();
+}
+
+void SpillBatch::Start(Op op, unsigned lane, std::vector<IoRequest>* reqs) {
+  SpillCompletion c;
+  c.tag = op.tag;
+  c.kind = op.kind;
+  size_t page = store_->page_size();
+  if (op.len == 0 || op.len > page) {
+    c.status = Status::Errorf("spill request of %zu bytes: must be 1..%zu bytes (the page size)",
+                              op.len, page);
+    if (op.kind == IoKind::kRead) c.failure = ReadFailure::kBadRequest;
+    return Complete(lane, std::move(c));
+  }
+  if (op.kind == IoKind::kWrite) {
+    Result<uint32_t> slot = store_->AcquireSlot();
+    if (!slot.ok()) {
+      c.status = slot.status();
+      return Complete(lane, std::move(c));
+    }
+    op.slot = slot.value();
+    op.bounce = NeedsBounce(op.src, op.len);
+  } else {
+    if (!store_->SlotInUse(op.slot)) {
+      c.status = Status::Errorf(
+          "restore of spill slot %u: the slot is not in use (freed or never written)", op.slot);
+      c.failure = ReadFailure::kBadRequest;
+      return Complete(lane, std::move(c));
+    }
+    op.bounce = NeedsBounce(op.dst, op.len);
+  }
+  if (op.bounce) {
+    Status st = EnsureBounce();
+    if (!st.ok()) {
+      if (op.kind == IoKind::kWrite) store_->ReleaseSlot(op.slot);
+      c.status = st;
+      c.failure = op.kind == IoKind::kRead ? ReadFailure::kIoError : ReadFailure::kNone;
+      return Complete(lane, std::move(c));
+    }
+  }
+  op.io_len = static_cast<uint32_t>(store_->direct_ ? AlignUp(op.len, kDirectAlign) : op.len);
+  if (op.kind == IoKind::kWrite && op.bounce) {
+    uint8_t* b = bounce_[lane].data();
+    memcpy(b, op.src, op.len);
+    memset(b + op.len, 0, op.io_len - op.len);  // O_DIRECT tail of a short page
+  }
+  op.attempts = std::max(op.attempts, 1);  // a retry keeps its count
+  lanes_[lane] = op;
+  reqs->push_back(RequestFor(op, lane));
+}
+
+IoRequest SpillBatch::RequestFor(const Op& op, unsigned lane) const {
+  IoRequest r;
+  r.kind = op.kind;
+  r.fd = store_->fd_;
+  if (op.bounce) {
+    r.buf = bounce_[lane].data();
+    r.buf_index = fixed_ ? static_cast<int>(lane) : -1;
+  } else {
+    r.buf = op.kind == IoKind::kWrite ? const_cast<void*>(op.src) : op.dst;
+  }
+  r.len = op.io_len;
+  r.offset = store_->SlotOffset(op.slot);
+  r.user_data = lane;
+  return r;
+}
+
+void SpillBatch::SubmitRequests(std::vector<IoRequest>* reqs) {
+  if (reqs->empty()) return;
+  Status st = queue_->Submit(reqs->data(), reqs->size());
+  if (st.ok()) {
+    in_flight_ += reqs->size();
+  } else {
+    // The queue refused them all: fail each without a retry.
+    Log(0, "disk tier: %s", st.message().c_str());
+    for (const IoRequest& r : *reqs) {
+      lanes_[r.user_data].attempts = 2;
+      Finish(static_cast<unsigned>(r.user_data), -ECANCELED, nullptr);
+    }
+  }
+  reqs->clear();
+}
+
+void SpillBatch::Finish(unsigned lane, int64_t result, std::vector<IoRequest>* retries) {
+  Op& op = lanes_[lane];
+  if (op.kind == IoKind::kWrite) return FinishWrite(lane, result);
+  ReadFailure why;
+  std::string detail;
+  uint8_t* data = op.bounce ? bounce_[lane].data() : static_cast<uint8_t*>(op.dst);
+  if (!CheckRead(op, data, result, &why, &detail)) {
+    if (retries != nullptr && TakeRetry(op, detail)) {
+      retries->push_back(RequestFor(op, lane));
+      return;
+    }
+    FailRead(op, why, detail);
+  }
+  free_lanes_.push_back(lane);
+}
+
+bool SpillBatch::CheckRead(const Op& op, const uint8_t* data, int64_t result, ReadFailure* why,
+                           std::string* detail) {
+  Counters& k = *store_->counters_;
+  char text[160];
+  if (result == op.io_len) {
+    uint64_t sum = PageChecksum(data, op.len);
+    if (sum == op.checksum) {
+      if (op.bounce) memcpy(op.dst, data, op.len);
+      Counters::Add(k.restored_pages);
+      Counters::Add(k.restored_bytes, op.len);
+      SpillCompletion c;
+      c.tag = op.tag;
+      c.kind = IoKind::kRead;
+      c.slot = {op.slot, op.checksum};
+      done_.push_back(std::move(c));
+      return true;
+    }
+    Counters::Add(k.checksum_mismatches);
+    *why = ReadFailure::kCorruption;
+    snprintf(text, sizeof text,
+             "XXH3 checksum %016llx does not match the %016llx recorded at spill",
+             static_cast<unsigned long long>(sum), static_cast<unsigned long long>(op.checksum));
+  } else {
+    Counters::Add(k.restore_errors);
+    *why = ReadFailure::kIoError;
+    if (result < 0) {
+      snprintf(text, sizeof text, "%s", strerror(static_cast<int>(-result)));
+    } else {
+      snprintf(text, sizeof text, "short read: %lld of %u bytes", static_cast<long long>(result),
+               op.io_len);
+    }
+  }
+  *detail = text;
+  return false;
+}
+
+bool SpillBatch::TakeRetry(Op& op, const std::string& detail) {
+  if (op.attempts >= 2) return false;
+  Log(1, "disk tier: restore of %s: %s; retrying once", Where(op).c_str(), detail.c_str());
+  ++op.attempts;
+  return true;
+}
+
+void SpillBatch::FailRead(const Op& op, ReadFailure why, const std::string& detail) {
+  // Never leave bad bytes where the caller might use them.
+  memset(op.dst, 0, op.len);
+  SpillCompletion c;
+  c.tag = op.tag;
+  c.kind = IoKind::kRead;
+  c.slot = {op.slot, op.checksum};
+  c.failure = why;
+  bool corrupt = why == ReadFailure::kCorruption;
+  c.status = Status::Error(Where(op) + (corrupt ? " is corrupt: " : " cannot be read: ") + detail +
+                           ", on the read and on its retry; " +
+                           (corrupt ? "kvtier stops rather than hand corrupted KV to the engine"
+                                    : "the page has no other copy") +
+                           " (check the disk under the spill directory)");
+  done_.push_back(std::move(c));
+}
+
+void SpillBatch::FinishWrite(unsigned lane, int64_t result) {
+  const Op& op = lanes_[lane];
+  SpillCompletion c;
+  c.tag = op.tag;
+  c.kind = IoKind::kWrite;
+  if (result == op.io_len) {
+    store_->OnWriteDone(op.len);
+    c.slot = {op.slot, op.checksum};
+    return Complete(lane, std::move(c));
+  }
+  char detail[96];
+  if (result < 0) {
+    snprintf(detail, sizeof detail, "%s", strerror(static_cast<int>(-result)));
+  } else {
+    snprintf(detail, sizeof detail, "short write: %lld of %u bytes", static_cast<long long>(result),
+             op.io_len);
+  }
+  std::string why = "spill write to " + Where(op) + ": " + detail;
+  store_->ReleaseSlot(op.slot);
+  store_->OnWriteFailed(why);
+  c.status = Status::Error(why + "; the page stays in host memory");
+  Complete(lane, std::move(c));
+}
+
+std::string SpillBatch::Where(const Op& op) const {
+  return "spill slot " + std::to_string(op.slot) + " (offset " +
+         std::to_string(store_->SlotOffset(op.slot)) + " of the " + store_->file_description() +
+         ", " + std::to_string(op.len) + " bytes)";
+}
+
+void SpillBatch::Complete(unsigned lane, SpillCompletion c) {
+  done_.push_back(std::move(c));
+  free_lanes_.push_back(lane);
+}
+
+}  // namespace kvtier

@@ -1,0 +1,103 @@
+// SpillBatch: pipelined spill writes and restore reads for the mover. Queue
+// any number of requests, Submit() starts up to the queue depth of them, and
+// Wait() refills the queue as completions arrive, so the device always has
+// work while the CPU copies and checksums the pages around it. Each read is
+// verified against its checksum and retried once (see SpillStore::Read).
+//
+// Bounce buffers (one page each, registered with io_uring) are allocated on
+// first need: page-aligned sources and destinations (the simulated device's
+// memfd mappings) go to the device directly.
+//
+// Thread-safety: single-owner; one thread at a time. Destroy before the store.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/status.h"
+#include "runtime/storage/env.h"
+#include "runtime/storage/spill_store.h"
+
+namespace kvtier {
+
+class SpillBatch {
+ public:
+  ~SpillBatch();  // waits for requests in flight (their buffers are ours)
+  SpillBatch(const SpillBatch&) = delete;
+  SpillBatch& operator=(const SpillBatch&) = delete;
+
+  // Queues a spill of len (1..page_size) bytes; src must stay unchanged until
+  // the request completes.
+  void AddWrite(const void* src, size_t len, uint64_t tag);
+  // Queues a restore of `slot` into dst (see SpillStore::Read).
+  void AddRead(uint32_t slot, void* dst, size_t len, uint64_t checksum, uint64_t tag);
+  // Starts queued requests, up to the queue depth in flight; does not wait.
+  // (Where io_uring is refused the pread queue runs them here.)
+  void Submit();
+  // Waits until at least `min` requests have completed since the last Wait
+  // (capped at outstanding()), then appends every completed one to out.
+  // Fails only if the I/O queue itself breaks.
+  Status Wait(size_t min, std::vector<SpillCompletion>* out);
+  Status WaitAll(std::vector<SpillCompletion>* out) { return Wait(outstanding(), out); }
+  // Queued + in flight + completed but not yet returned by Wait.
+  size_t outstanding() const { return queued_.size() + in_flight_ + done_.size(); }
+  unsigned depth() const { return depth_; }
+
+ private:
+  friend class SpillStore;
+  struct Op {
+    IoKind kind = IoKind::kWrite;
+    const void* src = nullptr;  // write
+    void* dst = nullptr;        // read
+    size_t len = 0;
+    uint64_t tag = 0;
+    uint32_t slot = 0;
+    uint64_t checksum = 0;  // read: expected; write: computed
+    int attempts = 0;
+    bool bounce = false;  // the I/O goes through bounce_[lane]
+    uint32_t io_len = 0;  // len rounded up for O_DIRECT
+  };
+
+  SpillBatch(SpillStore* store, std::unique_ptr<IoQueue> queue, unsigned depth);
+  bool NeedsBounce(const void* p, size_t len) const;
+  Status EnsureBounce();
+  // Prepares op for lane `lane` and appends its request; or completes it at
+  // once (budget full, backoff, bad request).
+  void Start(Op op, unsigned lane, std::vector<IoRequest>* reqs);
+  IoRequest RequestFor(const Op& op, unsigned lane) const;
+  // Handles a completion; appends a retry request instead when one is due.
+  void Finish(unsigned lane, int64_t result, std::vector<IoRequest>* retries);
+  void FinishWrite(unsigned lane, int64_t result);
+  // Verifies a read that moved `result` bytes to `data`: completes it and
+  // returns true if the page is good, else counts why and returns false.
+  bool CheckRead(const Op& op, const uint8_t* data, int64_t result, ReadFailure* why,
+                 std::string* detail);
+  // True (and counted) if the read may be tried once more.
+  bool TakeRetry(Op& op, const std::string& detail);
+  // Completes a read that failed twice; zeroes its destination.
+  void FailRead(const Op& op, ReadFailure why, const std::string& detail);
+  void Complete(unsigned lane, SpillCompletion c);
+  // "spill slot 3 (offset 6291456 of the <file>, 2097152 bytes)", for messages.
+  std::string Where(const Op& op) const;
+  void SubmitRequests(std::vector<IoRequest>* reqs);
+  // Waits for at least one completion and handles it; resubmits retries and,
+  // with `refill`, starts queued requests.
+  Status Pump(bool refill);
+
+  SpillStore* const store_;
+  std::unique_ptr<IoQueue> queue_;
+  const unsigned depth_;
+  std::deque<Op> queued_;
+  std::vector<Op> lanes_;  // lane i holds the request with user_data i
+  std::vector<unsigned> free_lanes_;
+  size_t in_flight_ = 0;
+  std::vector<SpillCompletion> done_;
+  std::vector<AlignedBuffer> bounce_;  // empty until first needed
+  bool fixed_ = false;                 // bounce_ registered with the queue
+};
+
+}  // namespace kvtier

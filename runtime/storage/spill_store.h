@@ -1,0 +1,165 @@
+// SpillStore: the disk tier. Pages are written to one anonymous file in
+// KVTIER_DISK_DIR (O_TMPFILE, or unlinked at once: a crash leaves nothing),
+// one page-sized slot each, with an XXH3-64 checksum that every restore
+// verifies. I/O is io_uring with O_DIRECT where the kernel and file system
+// allow it, else buffered and/or pread/pwrite (io_mode() says which).
+//
+// Nothing is lost: a failed spill write leaves the page with its owner (the
+// caller keeps the host copy), counts spill_errors and puts the store in a
+// degraded mode with exponential backoff; a restore that fails or mismatches
+// is retried once, then fails with ReadFailure::kCorruption or kIoError and
+// the caller must stop the process rather than hand the bytes on.
+//
+// Thread-safety: every SpillStore method may be called from any thread
+// (slots and backoff are under mu_, sync I/O uses a pool of per-caller
+// queues). A SpillBatch belongs to one thread at a time and must be
+// destroyed before its store.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/counters.h"
+#include "runtime/status.h"
+#include "runtime/storage/env.h"
+
+namespace kvtier {
+
+class SpillBatch;
+
+enum class IoEngine : uint8_t { kAuto, kUring, kPread };
+
+struct SpillStoreConfig {
+  std::string dir;                           // KVTIER_DISK_DIR; created 0700 if missing
+  uint64_t budget_bytes = 0;                 // KVTIER_DISK_BUDGET; whole pages of it are used
+  size_t page_size = size_t{2} << 20;        // KVTIER_PAGE_SIZE; a power of two >= 4 KiB
+  unsigned queue_depth = 8;                  // requests in flight per SpillBatch
+  IoEngine engine = IoEngine::kAuto;         // kAuto and kUring fall back to pread if refused
+  bool direct = true;                        // try O_DIRECT first (falls back to buffered)
+  bool zero_copy = true;                     // aligned caller buffers skip the bounce copy
+  uint64_t grow_bytes = uint64_t{64} << 20;  // fallocate step as the file grows
+  uint64_t backoff_min_ns = 100'000'000;     // first wait after a write error
+  uint64_t backoff_max_ns = 30'000'000'000;  // cap of the doubling wait
+};
+
+// Where a page went: its slot, and the XXH3-64 of its bytes (store both in
+// the PageRecord: disk_slot and checksum).
+struct SpillSlot {
+  uint32_t index = 0;
+  uint64_t checksum = 0;
+};
+
+// Why a read failed. kCorruption and kIoError are final: the page's only
+// copy cannot be restored, and the caller stops the process.
+enum class ReadFailure : uint8_t {
+  kNone,
+  kIoError,     // the read failed twice (EIO, short read)
+  kCorruption,  // the bytes read twice did not match the checksum
+  kBadRequest,  // slot not in use, or len out of range: a caller bug
+};
+
+// One finished request of a SpillBatch (or of a sync Write/Read).
+struct SpillCompletion {
+  uint64_t tag = 0;  // the caller's tag
+  IoKind kind = IoKind::kWrite;
+  Status status;                             // ok, or why it failed
+  SpillSlot slot;                            // write: where the page went
+  ReadFailure failure = ReadFailure::kNone;  // read: why it failed
+};
+
+class SpillStore {
+ public:
+  // `env` (nullptr: Env::Default()) and `counters` (nullptr: private ones)
+  // must outlive the store.
+  static Result<std::unique_ptr<SpillStore>> Create(const SpillStoreConfig& config, Env* env,
+                                                    Counters* counters);
+  ~SpillStore();
+  SpillStore(const SpillStore&) = delete;
+  SpillStore& operator=(const SpillStore&) = delete;
+
+  // Writes len (1..page_size) bytes from src to a free slot and waits until
+  // they can be read back (no fsync: spill files die with the process
+  // anyway). A 4 KiB-aligned src with len a multiple of 4 KiB goes to the
+  // device directly; others are copied through a bounce buffer. Fails
+  // without I/O when the budget is full or the store backs off; on a write
+  // error the slot is released. In every failure the caller's copy is the
+  // only one and must be kept.
+  Result<SpillSlot> Write(const void* src, size_t len);
+  // Reads slot into dst and verifies the checksum, retrying once (an aligned
+  // dst, as for Write, is read into directly). On failure dst is zeroed,
+  // never left with bad bytes; *failure (optional) says why.
+  // dst should not be memory the engine can see: read into a private buffer
+  // and publish it (UFFDIO_COPY) only on success.
+  Status Read(uint32_t slot, void* dst, size_t len, uint64_t expected_checksum,
+              ReadFailure* failure = nullptr);
+  // Returns the slot to the free list. The next Write may reuse it.
+  void Free(uint32_t slot);
+
+  // A pipelined batch with queue_depth requests in flight, for the mover.
+  Result<std::unique_ptr<SpillBatch>> NewBatch();
+
+  // False while the store backs off after a write error (then Write fails
+  // at once); true again from the retry time on. A success clears it.
+  bool writable(uint64_t now_ns) const;
+  bool writable() const { return writable(env_->NowNanos()); }
+
+  // "io_uring+direct", "io_uring" (buffered), "pread+direct" or "pread"
+  // (buffered): fits the stats segment's disk_io field.
+  const char* io_mode() const;
+  size_t page_size() const { return config_.page_size; }
+  uint32_t capacity_slots() const { return max_slots_; }
+  uint32_t used_slots() const;
+  // Names the spill file in messages ("unlinked O_TMPFILE in /var/tmp/kvtier, fd 7").
+  const std::string& file_description() const { return file_desc_; }
+  Env* env() const { return env_; }
+
+ private:
+  friend class SpillBatch;
+  SpillStore(const SpillStoreConfig& config, Env* env, Counters* counters);
+  Status Open();
+  Status Probe(IoQueue* queue);
+  Result<std::unique_ptr<IoQueue>> NewQueue(unsigned depth);
+
+  // Slot life cycle, used by SpillBatch.
+  Result<uint32_t> AcquireSlot();
+  void ReleaseSlot(uint32_t slot);  // after a failed write
+  bool SlotInUse(uint32_t slot) const;
+  void OnWriteDone(size_t len);
+  void OnWriteFailed(const std::string& why);
+  void EnterDegradedLocked(uint64_t now_ns, const std::string& why);  // requires mu_
+  uint64_t SlotOffset(uint32_t slot) const { return uint64_t{slot} * config_.page_size; }
+
+  std::unique_ptr<SpillBatch> AcquireSyncBatch(Status* error);
+  void ReleaseSyncBatch(std::unique_ptr<SpillBatch> batch);
+
+  const SpillStoreConfig config_;
+  Env* const env_;
+  std::unique_ptr<Counters> own_counters_;
+  Counters* const counters_;
+  int fd_ = -1;
+  bool direct_ = false;
+  bool uring_ = false;
+  int io_mode_code_ = 0;  // index into the io_mode() names
+  std::string file_desc_;
+  uint32_t max_slots_ = 0;
+
+  mutable std::mutex mu_;
+  std::vector<uint32_t> free_;  // guarded by mu_; LIFO: reuse warm slots first
+  std::vector<bool> in_use_;    // guarded by mu_
+  uint32_t next_slot_ = 0;      // guarded by mu_; slots >= this were never used
+  uint32_t used_slots_ = 0;     // guarded by mu_
+  uint64_t file_bytes_ = 0;     // guarded by mu_; bytes reserved with fallocate
+  bool degraded_ = false;       // guarded by mu_
+  uint64_t retry_at_ns_ = 0;    // guarded by mu_
+  uint64_t backoff_ns_ = 0;     // guarded by mu_
+  std::string last_error_;      // guarded by mu_
+
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<SpillBatch>> idle_sync_;  // guarded by pool_mu_
+};
+
+}  // namespace kvtier

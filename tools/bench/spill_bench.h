@@ -1,0 +1,73 @@
+// Internal to `kvtier-bench spill` (spill_bench.cc, spill_targets.cc,
+// spill_faults.cc): its options, the targets it measures and its extra
+// phases. Thread-safety: single-threaded tool.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/status.h"
+#include "runtime/storage/env.h"
+
+namespace kvtier::bench::spill {
+
+constexpr double kGB = 1e9;
+
+struct Args {
+  std::string dir = "/var/tmp/kvtier-bench";
+  uint64_t size = uint64_t{1} << 30;
+  uint64_t page = uint64_t{2} << 20;
+  unsigned qd = 8;
+  int samples = 200;
+  int rounds = 3;
+  bool faults = true;
+  bool fio = true;
+  bool check = false;
+  uint64_t seed = 1;
+};
+
+double Now();                          // seconds, monotonic
+uint64_t NextRandom(uint64_t* state);  // xorshift64*
+
+// One thing measured: a raw file or a spill store. Every round runs the
+// targets phase by phase (all writes, all reads, then single-page reads
+// sample by sample), so noise from other work on the machine hits them alike.
+class Target {
+ public:
+  virtual ~Target() = default;
+  virtual Result<double> WriteAll() = 0;  // seconds for every page
+  virtual Result<double> ReadAll() = 0;
+  virtual Result<double> ReadOne(size_t page) = 0;
+  virtual std::string how() const = 0;  // the I/O path, for the header line
+};
+
+// The raw baseline: one preallocated O_DIRECT file (as the store's file is,
+// and as fio does), io_uring at the same depth, registered huge-page buffers.
+// With `from_source`, writes come straight from the source pages instead
+// (unregistered, like the store's zero-copy writes): that separates what the
+// source memory costs from what the store costs.
+Result<std::unique_ptr<Target>> OpenRawTarget(const Args& a, Env* env, const uint8_t* src,
+                                              bool from_source);
+
+// The spill store's real path: a SpillBatch at the same depth spills every
+// page of src and restores into dst (checked byte for byte, untimed); a
+// single-page restore is SpillStore::Read into a private page buffer, as the
+// fault path does it.
+Result<std::unique_ptr<Target>> OpenStoreTarget(const Args& a, Env* env, bool zero_copy,
+                                                const uint8_t* src, uint8_t* dst);
+
+// The store over FaultEnv with every fault kind at once; prints what was
+// injected and counted, and returns whether nothing was lost.
+bool RunFaultPhase(const Args& a, const uint8_t* src, uint8_t* dst);
+
+// fio where installed: sequential write and read at the same depth and page
+// size, and single-page random reads at depth 1.
+struct FioResult {
+  bool ran = false;
+  double write_gbs = 0, read_gbs = 0, p50_ms = 0, p99_ms = 0;
+  std::string note;
+};
+FioResult RunFio(const Args& a);
+
+}  // namespace kvtier::bench::spill
