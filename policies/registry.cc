@@ -3,7 +3,10 @@
 #include <string_view>
 #include <vector>
 
+#include "policies/cost_aware.h"
+#include "policies/lfu_aging.h"
 #include "policies/lru.h"
+#include "policies/s3fifo.h"
 #include "runtime/policy.h"
 
 namespace kvtier {
@@ -11,21 +14,26 @@ namespace {
 
 struct Entry {
   std::string_view name;
-  std::function<std::unique_ptr<Policy>()> make;
+  std::function<std::unique_ptr<Policy>(const TieringOptions&)> make;
 };
 
 const std::vector<Entry>& Entries() {
   static const std::vector<Entry> entries = {
-      {"lru", [] { return std::make_unique<LruPolicy>(); }},
+      {"lru", [](const TieringOptions&) { return std::make_unique<LruPolicy>(); }},
+      {"lfu-aging", [](const TieringOptions& o) { return std::make_unique<LfuAgingPolicy>(o); }},
+      {"s3fifo", [](const TieringOptions& o) { return std::make_unique<S3FifoPolicy>(o); }},
+      {"cost-aware", [](const TieringOptions& o) { return std::make_unique<CostAwarePolicy>(o); }},
   };
   return entries;
 }
 
 }  // namespace
 
-std::unique_ptr<Policy> MakePolicy(std::string_view name) {
+std::unique_ptr<Policy> MakePolicy(std::string_view name, uint64_t move_bytes_per_tick) {
+  TieringOptions options;
+  options.move_bytes_per_tick = move_bytes_per_tick;
   for (const Entry& e : Entries()) {
-    if (e.name == name) return e.make();
+    if (e.name == name) return e.make(options);
   }
   return nullptr;
 }

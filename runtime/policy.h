@@ -55,7 +55,9 @@ class Policy {
 };
 
 // Creates the policy named by KVTIER_POLICY; nullptr for an unknown name.
-std::unique_ptr<Policy> MakePolicy(std::string_view name);
+// move_bytes_per_tick is the mover's cap (0: none), so a policy plans no more
+// than one tick can move.
+std::unique_ptr<Policy> MakePolicy(std::string_view name, uint64_t move_bytes_per_tick = 0);
 // Names MakePolicy accepts, for messages ("lru|...").
 const std::vector<std::string_view>& PolicyNames();
 

@@ -41,8 +41,11 @@ void ApplySignal(Region& region, const Signal& s, uint32_t now_tick, SignalEffec
         Access(rec, now_tick);
         break;
       case SignalKind::kWillNeed:
+        // Recent, not more frequent: a scheduler that hints every step would
+        // otherwise make its running requests' pages look like the hottest.
         rec.flags.fetch_or(kPageWillNeed, std::memory_order_relaxed);
-        Access(rec, now_tick);
+        rec.heat = DecayedHeat(rec, now_tick);
+        rec.last_access = now_tick;
         break;
       case SignalKind::kCold:
         rec.flags.fetch_and(static_cast<uint8_t>(~kPageWillNeed), std::memory_order_relaxed);

@@ -40,7 +40,8 @@ struct SignalEffects {
 //  kLaunch   nothing per page: a launch names a whole region, which says the
 //            region is in use but not which pages (stamping every page would
 //            erase the recency order policies rank by).
-//  kWillNeed sets kPageWillNeed and counts as an access.
+//  kWillNeed sets kPageWillNeed and last_access = now (recency, no heat: a
+//            hint says soon, not often).
 //  kCold     clears kPageWillNeed, heat = 0, last_access = 0.
 //  kPin/kUnpin set/clear kPagePinned.
 // `now_tick` is the policy tick; ticks start at 1 (0 means "never").

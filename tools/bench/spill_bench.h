@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/status.h"
 #include "runtime/storage/env.h"
@@ -23,6 +24,7 @@ struct Args {
   int rounds = 3;
   bool faults = true;
   bool fio = true;
+  bool device = true;  // the simulated GPU phases
   bool check = false;
   uint64_t seed = 1;
 };
@@ -60,6 +62,25 @@ Result<std::unique_ptr<Target>> OpenStoreTarget(const Args& a, Env* env, bool ze
 // The store over FaultEnv with every fault kind at once; prints what was
 // injected and counted, and returns whether nothing was lost.
 bool RunFaultPhase(const Args& a, const uint8_t* src, uint8_t* dst);
+
+// The simulated GPU's path: a sim region of --size spilled through
+// Device::Spill by --qd threads at once, restored by --qd engine threads
+// touching every page (faults, with --qd fault threads), and --samples
+// single touches of spilled pages by one engine thread, timed per touch;
+// --rounds times. Every page is compared with src at the end.
+struct DeviceResult {
+  std::vector<double> spill_gbs, restore_gbs;  // per round
+  std::vector<double> fault_ms;                // per timed touch
+  int fault_threads = 0;
+  size_t pages = 0, device_pages = 0, wrong_pages = 0;
+  uint64_t restored = 0, faults = 0, checksum_mismatches = 0;
+  std::string io_mode;
+};
+Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src);
+// The same path over FaultEnv (write faults at random, read faults one at a
+// time, a slow device); prints what was injected and counted, and returns
+// whether every page came back exactly.
+bool RunDeviceFaultPhase(const Args& a, const uint8_t* src);
 
 // fio where installed: sequential write and read at the same depth and page
 // size, and single-page random reads at depth 1.

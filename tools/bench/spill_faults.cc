@@ -149,12 +149,8 @@ bool RunFaultPhase(const Args& a, const uint8_t* src, uint8_t* dst) {
             Counters::Get(c.restore_errors) == env.injected(Fault::kReadIoError);
   printf("  %s: no page lost or handed back wrong; every injected error shows in the stats\n",
          ok ? "PASS" : "FAIL");
-  // HOOK(sim-device): once the simulated GPU spills through this store, run
-  // the same faults through its fault path here: spill pages of a
-  // data-backed sim region (write from the alias mapping, punch the hole),
-  // touch them to raise MISSING faults (read + verify + UFFDIO_COPY), and
-  // time the faults as "fault-in via uffd" next to the store's numbers.
-  return ok;
+  // The same faults through the simulated GPU's spill and fault path.
+  return (!a.device || RunDeviceFaultPhase(a, src)) && ok;
 }
 
 FioResult RunFio(const Args& a) {

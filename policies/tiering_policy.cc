@@ -1,0 +1,223 @@
+// TieringPolicy: the shared tick loop (see tiering_policy.h).
+#include "policies/tiering_policy.h"
+
+#include <algorithm>
+#include <limits>
+#include <unordered_set>
+
+#include "runtime/signal_apply.h"
+
+namespace kvtier {
+
+bool TieringPolicy::Eligible(const Region& region, uint32_t page, uint32_t now,
+                             bool protect) const {
+  const PageRecord& rec = region.pages[page];
+  if (rec.tier.load(std::memory_order_relaxed) != Tier::kDevice) return false;
+  if (rec.flags.load(std::memory_order_relaxed) & (kPagePinned | kPageInFlight)) return false;
+  if (protect && options_.refault_protection) {
+    const Protection* p = protection_.Find(region.id, page);
+    if (p && now < p->until) return false;
+  }
+  return true;
+}
+
+void TieringPolicy::OnSignal(const Signal& s, const Region& region) {
+  const uint64_t size = region.pages.size();
+  if (s.page >= size) return;
+  const uint32_t end = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{s.page} + s.pages, size));
+  for (uint32_t p = s.page; p < end; ++p) {
+    // ApplySignal ran first, so last_access is the current tick.
+    const uint32_t now = region.pages[p].last_access;
+    switch (s.kind) {
+      case SignalKind::kFault: {
+        // ApplySignal counts a refault; protect the page for a while after it.
+        const uint16_t refaults = region.pages[p].refaults;
+        if (refaults > 0) {
+          Protection& prot = protection_.At(region, p);
+          if (refaults != prot.refaults_seen) prot.until = now + options_.protect_ticks;
+          prot.refaults_seen = refaults;
+        }
+        OnResident(region, p, s.from, now);
+        prefetchers_.OnFault(region, p, s.from);
+        break;
+      }
+      case SignalKind::kWillNeed:
+        queue_.Add(region.id, p, now, true);
+        OnAccess(region, p, now);
+        break;
+      case SignalKind::kAccess:
+        OnAccess(region, p, now);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+std::vector<PageRef> TieringPolicy::TakeVictims(const PolicyView& view, uint64_t bytes,
+                                                uint64_t hard) {
+  std::vector<PageRef> out;
+  uint64_t covered = 0;
+  auto consume = [&] {
+    while (covered < bytes && !reserve_.empty()) {
+      Reserved r = reserve_.front();
+      reserve_.pop_front();
+      if (LastUse(*r.ref.region, r.ref.page) != r.last_use ||
+          !Eligible(*r.ref.region, r.ref.page, view.now, r.protect)) {
+        continue;
+      }
+      out.push_back(r.ref);
+      covered += r.ref.region->page_size;
+    }
+  };
+  consume();
+  if (covered >= bytes) return out;
+  // Pick what is missing (for a batch ranking, the watermark band if larger).
+  const TierUsage& dev = view.device();
+  const uint64_t band = dev.high > dev.low ? dev.high - dev.low : 0;
+  const uint64_t missing = bytes - covered;
+  const uint64_t want = BatchVictims() ? std::max(missing, band) : missing;
+  reserve_.clear();
+  std::vector<PageRef> picked;
+  PickVictims(view, want, true, &picked);
+  uint64_t got = 0;
+  for (const PageRef& p : picked) got += p.region->page_size;
+  std::unordered_set<uint64_t> seen;
+  for (const PageRef& p : picked) seen.insert(PageKey(p.region->id, p.page));
+  // Pages the ranking never saw (resident before the policy did), in order.
+  auto unseen = [&](uint64_t limit, bool protect) {
+    for (const RegionPtr& r : *view.regions) {
+      for (uint32_t p = 0; p < r->pages.size() && got < limit; ++p) {
+        if (!Eligible(*r, p, view.now, protect)) continue;
+        if (!seen.insert(PageKey(r->id, p)).second) continue;
+        picked.push_back({r.get(), p});
+        got += r->page_size;
+      }
+    }
+  };
+  if (got < missing) unseen(missing, true);
+  const size_t protected_picks = picked.size();
+  // Refault-protected pages only as a last resort, to get under the high watermark.
+  const uint64_t hard_missing = hard > covered ? std::min(hard - covered, missing) : 0;
+  if (got < hard_missing) {
+    std::vector<PageRef> more;
+    PickVictims(view, hard_missing - got, false, &more);
+    for (const PageRef& p : more) {
+      if (seen.insert(PageKey(p.region->id, p.page)).second) {
+        picked.push_back(p);
+        got += p.region->page_size;
+      }
+    }
+    unseen(hard_missing, false);
+  }
+  for (size_t i = 0; i < picked.size(); ++i) {
+    const PageRef& p = picked[i];
+    reserve_.push_back({p, LastUse(*p.region, p.page), i < protected_picks});
+  }
+  consume();
+  return out;
+}
+
+void TieringPolicy::Spill(const PolicyView& view, uint64_t budget, Decisions* out) {
+  const TierUsage& host = view.host();
+  const TierUsage& disk = view.disk();
+  if (disk.budget == 0 || host.budget == 0 || host.used <= host.high) return;
+  uint64_t want = std::min(host.used - host.low, budget);
+  want = std::min(want, disk.budget > disk.used ? disk.budget - disk.used : 0);
+  uint64_t covered = 0;
+  auto spillable = [&](Region* r, uint32_t page) {
+    const PageRecord& rec = r->pages[page];
+    return rec.tier.load(std::memory_order_relaxed) == Tier::kHost &&
+           !(rec.flags.load(std::memory_order_relaxed) & (kPageInFlight | kPagePinned)) &&
+           MaySpill(*r, page);
+  };
+  while (covered < want && !demoted_.empty()) {
+    uint64_t key = demoted_.front();
+    demoted_.pop_front();
+    Region* r = index_.Find(KeyRegion(key));
+    if (!r || KeyPage(key) >= r->pages.size() || !spillable(r, KeyPage(key))) continue;
+    out->moves.push_back({r->id, KeyPage(key), Tier::kDisk});
+    covered += r->page_size;
+  }
+  if (covered >= want) return;
+  // Host pages this policy did not demote (driver evictions): oldest first.
+  std::vector<PageRef> pages = MovablePages(view, Tier::kHost);
+  std::sort(pages.begin(), pages.end(), [](const PageRef& a, const PageRef& b) {
+    return a.region->pages[a.page].last_access < b.region->pages[b.page].last_access;
+  });
+  for (const PageRef& p : pages) {
+    if (covered >= want) break;
+    if (!spillable(p.region, p.page)) continue;
+    out->moves.push_back({p.region->id, p.page, Tier::kDisk});
+    covered += p.region->page_size;
+  }
+}
+
+void TieringPolicy::Decide(const PolicyView& view, Decisions* out) {
+  const uint32_t now = view.now;
+  index_.Build(*view.regions);
+  prefetchers_.Expand(index_, now, &queue_);
+
+  const uint64_t budget = options_.move_bytes_per_tick ? options_.move_bytes_per_tick
+                                                       : std::numeric_limits<uint64_t>::max();
+  const TierUsage& dev = view.device();
+  const TierUsage& host = view.host();
+  const uint64_t used = dev.used;
+  // Must leave the device regardless of prefetching.
+  const uint64_t must_free = (dev.budget && used > dev.high) ? used - dev.low : 0;
+  // Demotions need room on the host.
+  const uint64_t host_room = host.budget == 0          ? std::numeric_limits<uint64_t>::max()
+                             : host.budget > host.used ? host.budget - host.used
+                                                       : 0;
+
+  // Plan promotions: each may need a victim once the device is at its high
+  // watermark; demotions and promotions together stay within the budget.
+  std::vector<PageRef> promote;
+  uint64_t promote_bytes = 0;
+  uint64_t need_free = std::min(must_free, budget);
+  if (dev.budget) {
+    queue_.Take(index_, now, [&](const PageRef& ref) {
+      const uint64_t b = ref.region->page_size;
+      uint64_t after = used + promote_bytes + b;
+      uint64_t need = std::max(must_free, after > dev.high ? after - dev.high : 0);
+      if (need > host_room || need + promote_bytes + b > budget) return false;
+      promote.push_back(ref);
+      promote_bytes += b;
+      need_free = need;
+      return true;
+    });
+  }
+
+  std::vector<PageRef> victims;
+  uint64_t freed = 0;
+  if (need_free > 0) {
+    const uint64_t over_high = dev.budget && used > dev.high ? used - dev.high : 0;
+    victims = TakeVictims(view, std::min(need_free, host_room), std::min(over_high, host_room));
+    for (const PageRef& v : victims) freed += v.region->page_size;
+  }
+  // Without enough victims, promote only what fits under the high watermark.
+  while (!promote.empty() && used + promote_bytes > dev.high + freed) {
+    const PageRef& last = promote.back();
+    const bool hinted =
+        last.region->pages[last.page].flags.load(std::memory_order_relaxed) & kPageWillNeed;
+    queue_.Add(last.region->id, last.page, now, hinted);
+    promote_bytes -= last.region->page_size;
+    promote.pop_back();
+  }
+
+  for (const PageRef& v : victims) {
+    out->moves.push_back({v.region->id, v.page, Tier::kHost});
+    OnDemote(*v.region, v.page);
+    demoted_.push_back(PageKey(v.region->id, v.page));
+  }
+  if (demoted_.size() > (1u << 22)) demoted_.erase(demoted_.begin(), demoted_.begin() + (1u << 20));
+  const uint64_t spent = freed + promote_bytes;
+  Spill(view, budget > spent ? budget - spent : 0, out);
+  for (const PageRef& p : promote) {
+    out->moves.push_back({p.region->id, p.page, Tier::kDevice});
+    OnResident(*p.region, p.page, p.region->pages[p.page].tier.load(std::memory_order_relaxed),
+               now);
+  }
+}
+
+}  // namespace kvtier

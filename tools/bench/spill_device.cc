@@ -1,0 +1,226 @@
+// The simulated-GPU phases of `kvtier-bench spill` (see spill_bench.h):
+// pages of a data-backed sim region spilled through Device::Spill (written
+// from the alias mapping, punched out of the memfd) and brought back by an
+// engine thread's touch (a MISSING fault: read + XXH3 verify into a private
+// buffer, UFFDIO_COPY), timed from the toucher's side; and the same path
+// over FaultEnv. Thread-safety: the phases start their own engine threads
+// and join them before returning.
+#include <stdio.h>
+#include <string.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/device/sim/sim_device.h"
+#include "runtime/storage/fault_env.h"
+#include "runtime/storage/spill_store.h"
+#include "tools/bench/spill_bench.h"
+
+namespace kvtier::bench::spill {
+namespace {
+
+constexpr uint32_t kDevicePages = 16;  // the sim GPU's capacity, in pages
+
+// A store and a sim device over it, with one region of every page in src.
+struct Rig {
+  Counters counters;
+  std::unique_ptr<SpillStore> store;
+  std::unique_ptr<SimDevice> device;
+  RegionPtr region;
+  size_t pages = 0;
+
+  Status Open(const Args& a, Env* env, int fault_threads, uint64_t budget) {
+    SpillStoreConfig cfg;
+    cfg.dir = a.dir;
+    cfg.budget_bytes = budget;
+    cfg.page_size = a.page;
+    cfg.queue_depth = a.qd;
+    cfg.backoff_min_ns = 1'000'000;  // short waits keep the fault phase quick
+    cfg.backoff_max_ns = 16'000'000;
+    Result<std::unique_ptr<SpillStore>> s = SpillStore::Create(cfg, env, &counters);
+    if (!s.ok()) return s.status();
+    store = std::move(s).value();
+    SimDeviceConfig dc;
+    dc.capacity_bytes = kDevicePages * a.page;
+    dc.fault_threads = std::clamp(fault_threads, 1, 16);
+    dc.counters = &counters;
+    dc.store = store.get();
+    Result<std::unique_ptr<SimDevice>> d = SimDevice::Create(dc);
+    if (!d.ok()) return d.status();
+    device = std::move(d).value();
+    pages = budget / a.page;
+    Result<RegionPtr> r = device->CreateRegion(1, pages * a.page, a.page, "kvtier-bench spill");
+    if (!r.ok()) return r.status();
+    region = r.value();
+    return Status::Ok();
+  }
+  ~Rig() {
+    if (region) device->DestroyRegion(*region);
+    device.reset();  // before the store
+  }
+  uint8_t* Page(size_t p) const { return reinterpret_cast<uint8_t*>(region->PageAddr(p)); }
+
+  // Demotes what is resident and spills every page; `threads` callers at
+  // once (the store serves each from its own queue). Returns the seconds
+  // the spills took, or the first error.
+  Result<double> SpillAll(unsigned threads) {
+    for (size_t p = 0; p < pages; ++p) {
+      if (Status s = device->Demote(*region, p); !s.ok()) return s;
+    }
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    Status first;
+    std::mutex mu;
+    double t0 = Now();
+    std::vector<std::thread> workers;
+    for (unsigned t = 0; t < threads; ++t) {
+      workers.emplace_back([&] {
+        for (size_t p; !failed.load() && (p = next.fetch_add(1)) < pages;) {
+          Status s = device->Spill(*region, static_cast<uint32_t>(p));
+          if (s.ok()) continue;
+          std::lock_guard<std::mutex> lock(mu);
+          if (!failed.exchange(true)) first = s;
+        }
+      });
+    }
+    for (auto& w : workers) w.join();
+    double t1 = Now();
+    if (failed.load()) return first;
+    return t1 - t0;
+  }
+
+  // Touches one word of every page from `threads` engine threads, each
+  // touch a fault that restores the page. Returns the seconds it took.
+  double TouchAll(unsigned threads) {
+    std::atomic<size_t> next{0};
+    double t0 = Now();
+    std::vector<std::thread> engines;
+    for (unsigned t = 0; t < threads; ++t) {
+      engines.emplace_back([&] {
+        for (size_t p; (p = next.fetch_add(1)) < pages;) {
+          (void)*reinterpret_cast<volatile uint64_t*>(Page(p));
+        }
+      });
+    }
+    for (auto& e : engines) e.join();
+    return Now() - t0;
+  }
+
+  // Pages whose bytes differ from src (read through the engine view).
+  size_t Differing(const uint8_t* src) const {
+    size_t bad = 0;
+    for (size_t p = 0; p < pages; ++p) bad += memcmp(Page(p), src + p * region->page_size, region->page_size) != 0;
+    return bad;
+  }
+};
+
+}  // namespace
+
+Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src) {
+  DeviceResult out;
+  Rig rig;
+  if (Status s = rig.Open(a, Env::Default(), static_cast<int>(a.qd), a.size); !s.ok()) {
+    return s.Annotate("simulated GPU phase");
+  }
+  out.fault_threads = std::clamp(static_cast<int>(a.qd), 1, 16);
+  // Fill through the engine view, as the engine would.
+  for (size_t p = 0; p < rig.pages; ++p) memcpy(rig.Page(p), src + p * a.page, a.page);
+  uint64_t pick = a.seed * 0x9E3779B97F4A7C15ull + 5;
+  const double gb = static_cast<double>(rig.pages * a.page) / kGB;
+  for (int round = 0; round < a.rounds; ++round) {
+    Result<double> t = rig.SpillAll(a.qd);
+    if (!t.ok()) return t.status().Annotate("simulated GPU phase");
+    out.spill_gbs.push_back(gb / t.value());
+    out.restore_gbs.push_back(gb / rig.TouchAll(a.qd));
+    t = rig.SpillAll(a.qd);
+    if (!t.ok()) return t.status().Annotate("simulated GPU phase");
+    // One engine thread touches distinct spilled pages in a random order,
+    // timing each touch: nothing else runs, as in the raw single-page reads.
+    std::vector<size_t> order(rig.pages);
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[NextRandom(&pick) % i]);
+    order.resize(std::min<size_t>(order.size(), static_cast<size_t>(a.samples)));
+    for (size_t p : order) {
+      double t0 = Now();
+      (void)*reinterpret_cast<volatile uint64_t*>(rig.Page(p));
+      out.fault_ms.push_back((Now() - t0) * 1e3);
+    }
+    rig.TouchAll(1);  // the rest, so the next round spills every page again
+  }
+  out.wrong_pages = rig.Differing(src);
+  out.io_mode = rig.store->io_mode();
+  out.pages = rig.pages;
+  out.device_pages = kDevicePages;
+  out.restored = Counters::Get(rig.counters.restored_pages);
+  out.faults = Counters::Get(rig.counters.faults);
+  out.checksum_mismatches = Counters::Get(rig.counters.checksum_mismatches);
+  return out;
+}
+
+bool RunDeviceFaultPhase(const Args& a, const uint8_t* src) {
+  const uint64_t size = std::min<uint64_t>(a.size, uint64_t{256} << 20);
+  FaultEnv env(Env::Default(), a.seed);
+  Rig rig;
+  if (Status s = rig.Open(a, &env, 1, size); !s.ok()) {
+    printf("simulated GPU faults: %s\n", s.message().c_str());
+    return false;
+  }
+  for (size_t p = 0; p < rig.pages; ++p) memcpy(rig.Page(p), src + p * a.page, a.page);
+  // Write faults at random (each leaves its page on the host, and the
+  // next pass retries it); read faults armed one at a time below, since a
+  // restore whose read and retry both fail stops the process by design.
+  for (Fault f : {Fault::kWriteNoSpace, Fault::kWriteIoError, Fault::kShortWrite}) {
+    env.SetRate(f, 0.02);
+  }
+  env.SetRate(Fault::kSlow, 0.05);
+  env.SetSlowDelay(2'000'000);
+  size_t passes = 0, on_disk = 0;
+  for (; passes < 1000 && on_disk < rig.pages; ++passes) {
+    while (!rig.store->writable()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    on_disk = 0;
+    for (size_t p = 0; p < rig.pages; ++p) {
+      (void)rig.device->Demote(*rig.region, p);
+      (void)rig.device->Spill(*rig.region, p);  // a failure leaves the page on the host
+      on_disk += rig.region->pages[p].tier.load() == Tier::kDisk;
+    }
+  }
+  env.SetRate(Fault::kSlow, 0);
+  // One engine thread touches the pages in order: each armed read fault
+  // hits exactly one read, whose retry then succeeds.
+  for (size_t p = 0; p < rig.pages; ++p) {
+    if (p % 8 == 1) env.Arm(p % 16 == 1 ? Fault::kReadIoError : Fault::kReadBitFlip, 1);
+    (void)*reinterpret_cast<volatile uint64_t*>(rig.Page(p));
+  }
+  const size_t wrong = rig.Differing(src);
+  const Counters& c = rig.counters;
+  const uint64_t write_faults = env.injected(Fault::kWriteNoSpace) +
+                                env.injected(Fault::kWriteIoError) +
+                                env.injected(Fault::kShortWrite);
+  const uint64_t read_faults = env.injected(Fault::kReadIoError) + env.injected(Fault::kReadBitFlip);
+  printf(
+      "\nsimulated GPU through faults (FaultEnv seed %llu, %zu pages): %zu on disk after %zu "
+      "passes; injected write faults %llu (spill_errors %llu), read faults %llu (restore_errors "
+      "%llu + checksum_mismatches %llu), slow %llu; restored %llu, %zu pages wrong\n",
+      static_cast<unsigned long long>(a.seed), rig.pages, on_disk, passes,
+      static_cast<unsigned long long>(write_faults),
+      static_cast<unsigned long long>(Counters::Get(c.spill_errors)),
+      static_cast<unsigned long long>(read_faults),
+      static_cast<unsigned long long>(Counters::Get(c.restore_errors)),
+      static_cast<unsigned long long>(Counters::Get(c.checksum_mismatches)),
+      static_cast<unsigned long long>(env.injected(Fault::kSlow)),
+      static_cast<unsigned long long>(Counters::Get(c.restored_pages)), wrong);
+  const bool ok = on_disk == rig.pages && wrong == 0 &&
+                  Counters::Get(c.spill_errors) == write_faults &&
+                  Counters::Get(c.restore_errors) + Counters::Get(c.checksum_mismatches) ==
+                      read_faults &&
+                  Counters::Get(c.restored_pages) == rig.pages;
+  printf("  %s: every page came back exactly; every injected error shows in the stats\n",
+         ok ? "PASS" : "FAIL");
+  return ok;
+}
+
+}  // namespace kvtier::bench::spill
