@@ -12,9 +12,13 @@
 #include <unordered_map>
 
 #include "runtime/device/sim/sim_device.h"
+#ifdef KVTIER_HAVE_CUDA
+#include "runtime/device/cuda/cuda_device.h"
+#endif
 #include "runtime/log.h"
 #include "runtime/signal_apply.h"
 #include "runtime/stats_segment.h"
+#include "runtime/storage/spill_store.h"
 
 namespace kvtier {
 namespace {
@@ -102,8 +106,25 @@ Runtime* Runtime::Get() {
           created.status().message().c_str());
     }
   } else if (options.backend != "off") {
-    Log(1, "KVTIER_BACKEND=%s: no CUDA device backend is available in this build; "
-        "passing every call through", options.backend.c_str());
+#ifdef KVTIER_HAVE_CUDA
+    auto created = Create(
+        options,
+        [&options](DeviceEvents* events, Counters* counters) {
+          return MakeCudaDevice(options, events, counters);
+        },
+        /*start_threads=*/true);
+    if (created.ok()) {
+      rt = created.value().release();
+    } else {
+      // No usable GPU: every call passes through, and the program sees the
+      // CUDA runtime's own error codes.
+      Log(1, "KVTIER_BACKEND=%s: %s; passing every call through", options.backend.c_str(),
+          created.status().message().c_str());
+    }
+#else
+    Log(1, "KVTIER_BACKEND=%s: this build has no CUDA backend; passing every call through",
+        options.backend.c_str());
+#endif
   }
   g_runtime.store(rt, std::memory_order_release);
   g_init_done.store(true, std::memory_order_release);
@@ -112,9 +133,9 @@ Runtime* Runtime::Get() {
 }
 
 Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
-                                                 std::unique_ptr<Device> device,
+                                                 const DeviceFactory& make_device,
                                                  bool start_threads) {
-  auto policy = MakePolicy(options.policy);
+  auto policy = MakePolicy(options.policy, options.move_bytes_per_tick);
   if (!policy) return Status::Errorf("KVTIER_POLICY=%s: unknown policy", options.policy.c_str());
   Result<MatchRule> match = MatchRule::Parse(options.match);
   if (!match.ok()) return match.status().Annotate("KVTIER_MATCH=" + options.match);
@@ -122,8 +143,23 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
   std::unique_ptr<Runtime> rt(new Runtime(options, nullptr));
   rt->policy_ = std::move(policy);
   rt->match_ = std::move(match).value();
-  if (!device) {
+  std::unique_ptr<Device> device;
+  if (make_device) {
+    auto made = make_device(rt.get(), &rt->counters_);
+    if (!made.ok()) return made.status();
+    device = std::move(made).value();
+  } else {
+    if (options.disk_budget > 0) {
+      SpillStoreConfig store_config;
+      store_config.dir = options.disk_dir;
+      store_config.budget_bytes = options.disk_budget;
+      store_config.page_size = options.page_size;
+      auto store = SpillStore::Create(store_config, nullptr, &rt->counters_);
+      if (!store.ok()) return store.status().Annotate("KVTIER_DISK_DIR=" + options.disk_dir);
+      rt->store_ = std::move(store).value();
+    }
     SimDeviceConfig config;
+    config.store = rt->store_.get();
     config.capacity_bytes = options.device_budget;
     config.fault_threads = static_cast<int>(options.sim_fault_threads);
     config.events = rt.get();
@@ -138,13 +174,13 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
   Counters::Set(c.device_budget_bytes, rt->device_->capacity_bytes());
   uint64_t host_budget = options.host_budget ? options.host_budget : PhysicalMemory() / 2;
   Counters::Set(c.host_budget_bytes, host_budget);
-  Counters::Set(c.disk_budget_bytes, options.disk_budget);
+  if (!rt->store_) Counters::Set(c.disk_budget_bytes, 0);  // the store sets it to whole pages
 
   if (options.stats) {
     StatsIdentity id{ProgramName(), rt->device_->kind(), rt->policy_->name(),
-                     options.disk_budget ? "pending" : "off",
+                     rt->store_ ? rt->store_->io_mode() : "off",
                      static_cast<uint32_t>(options.page_size)};
-    auto seg = StatsSegment::Create("/dev/shm", id);
+    auto seg = StatsSegment::Create(options.stats_dir, id);
     if (seg.ok()) {
       rt->stats_ = std::move(seg).value();
     } else {
@@ -334,6 +370,9 @@ void Runtime::Tick() {
   Counters::Add(counters_.policy_ticks);
   Counters::Add(counters_.policy_ns, NowNs() - start);
   if (stats_ && (start - last_publish_ns_ >= kPublishIntervalNs)) {
+    // Only the first KVTIER_STATS_MAX_REGIONS get rows: list the largest.
+    std::stable_sort(regions.begin(), regions.end(),
+                     [](const RegionPtr& a, const RegionPtr& b) { return a->size > b->size; });
     stats_->Publish(counters_, regions);
     last_publish_ns_ = start;
   }

@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 #include <condition_variable>
+#include <functional>
 #include <vector>
 
 #include "runtime/counters.h"
@@ -31,6 +32,7 @@
 namespace kvtier {
 
 class StatsSegment;
+class SpillStore;
 
 class Runtime : public DeviceEvents {
  public:
@@ -43,11 +45,15 @@ class Runtime : public DeviceEvents {
   // library constructor calls it so a bad value stops the process at start).
   static const Options& ProcessOptions();
 
-  // Builds a runtime for `device` (null: the data-backed simulated GPU with
-  // options.device_budget as its capacity). start_threads=false leaves the policy
-  // thread out, for tests that drive Tick() by hand.
+  // Makes the device backend; gets the runtime's event sink and counters.
+  using DeviceFactory =
+      std::function<Result<std::unique_ptr<Device>>(DeviceEvents* events, Counters* counters)>;
+  // Builds a runtime on the device `make_device` returns (null: the
+  // data-backed simulated GPU with options.device_budget as its capacity).
+  // start_threads=false leaves the policy thread out, for tests that drive
+  // Tick() by hand.
   static Result<std::unique_ptr<Runtime>> Create(const Options& options,
-                                                 std::unique_ptr<Device> device,
+                                                 const DeviceFactory& make_device,
                                                  bool start_threads);
   ~Runtime() override;
   Runtime(const Runtime&) = delete;
@@ -90,7 +96,8 @@ class Runtime : public DeviceEvents {
 
   const Options options_;
   Counters counters_;
-  std::unique_ptr<Device> device_;
+  std::unique_ptr<SpillStore> store_;  // the disk tier; null when KVTIER_DISK_BUDGET=0
+  std::unique_ptr<Device> device_;     // after store_: destroyed before it
   RegionTable regions_;
   SignalRing ring_;
   MatchRule match_;
