@@ -422,7 +422,7 @@ std::string Runtime::SummaryText() {
   int n = snprintf(
       buf, sizeof buf,
       "kvtier summary (pid %d, backend %s, policy %s, page %s)\n"
-      "  tiered regions    %llu alive, %s; %llu of %llu allocations matched; plain device memory %s\n"
+      "  tiered regions    %llu alive now (%s); %llu of %llu allocations matched; plain device memory %s\n"
       "  device residency  peak %s of %s budget (%.0f%%)%s\n"
       "  demoted           %llu pages (%s) device -> host by the policy\n"
       "  promoted          %llu pages (%s) host -> device ahead of use\n"
