@@ -174,7 +174,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
   Counters::Set(c.device_budget_bytes, rt->device_->capacity_bytes());
   uint64_t host_budget = options.host_budget ? options.host_budget : PhysicalMemory() / 2;
   Counters::Set(c.host_budget_bytes, host_budget);
-  if (!rt->store_) Counters::Set(c.disk_budget_bytes, 0);  // the store sets it to whole pages
+  // disk_budget_bytes is set by the store (in whole pages), if there is one.
 
   if (options.stats) {
     StatsIdentity id{ProgramName(), rt->device_->kind(), rt->policy_->name(),
@@ -301,8 +301,12 @@ void Runtime::ExecuteMoves(const Decisions& d, const std::vector<RegionPtr>& reg
   for (const RegionPtr& r : regions) by_id[r->id] = r.get();
   uint64_t cap = options_.move_bytes_per_tick;
   uint64_t moved = 0;
+  // Moves stop after two tick periods of work, whatever the byte cap: a tick
+  // that spills for a second would leave faults and pressure unseen that
+  // long. The policy decides again next tick from fresh state.
+  const uint64_t deadline = NowNs() + 2 * static_cast<uint64_t>(options_.tick_ms) * 1'000'000;
   for (const Move& m : d.moves) {
-    if (cap && moved >= cap) break;
+    if ((cap && moved >= cap) || NowNs() > deadline) break;
     auto it = by_id.find(m.region);
     if (it == by_id.end()) continue;
     Region& r = *it->second;
@@ -320,6 +324,8 @@ void Runtime::ExecuteMoves(const Decisions& d, const std::vector<RegionPtr>& reg
       st = device_->Spill(r, m.page);
     }
     if (!st.ok()) {
+      // A region freed since this tick's snapshot refuses moves: not an error.
+      if (!regions_.FindById(r.id)) continue;
       static std::atomic<bool> warned{false};
       WarnOnce(&warned, "move of page %u of region %u to %s failed: %s (later failures are counted, not printed)",
                m.page, r.id, TierName(m.to), st.message().c_str());

@@ -80,11 +80,12 @@ class RecordingEvents : public DeviceEvents {
 class SimDeviceTest : public ::testing::Test {
  protected:
   std::unique_ptr<SimDevice> MakeDevice(uint64_t capacity, int fault_threads = 1,
-                                        bool copy_fill = false) {
+                                        bool copy_fill = false, SpillStore* store = nullptr) {
     SimDeviceConfig config;
     config.capacity_bytes = capacity;
     config.fault_threads = fault_threads;
     config.copy_fill = copy_fill;
+    config.store = store;
     config.events = &events_;
     config.counters = &counters_;
     Result<std::unique_ptr<SimDevice>> device = SimDevice::Create(config);

@@ -113,7 +113,8 @@ struct Rig {
   // Pages whose bytes differ from src (read through the engine view).
   size_t Differing(const uint8_t* src) const {
     size_t bad = 0;
-    for (size_t p = 0; p < pages; ++p) bad += memcmp(Page(p), src + p * region->page_size, region->page_size) != 0;
+    for (size_t p = 0; p < pages; ++p)
+      bad += memcmp(Page(p), src + p * region->page_size, region->page_size) != 0;
     return bad;
   }
 };
@@ -200,7 +201,8 @@ bool RunDeviceFaultPhase(const Args& a, const uint8_t* src) {
   const uint64_t write_faults = env.injected(Fault::kWriteNoSpace) +
                                 env.injected(Fault::kWriteIoError) +
                                 env.injected(Fault::kShortWrite);
-  const uint64_t read_faults = env.injected(Fault::kReadIoError) + env.injected(Fault::kReadBitFlip);
+  const uint64_t read_faults =
+      env.injected(Fault::kReadIoError) + env.injected(Fault::kReadBitFlip);
   printf(
       "\nsimulated GPU through faults (FaultEnv seed %llu, %zu pages): %zu on disk after %zu "
       "passes; injected write faults %llu (spill_errors %llu), read faults %llu (restore_errors "
@@ -213,11 +215,10 @@ bool RunDeviceFaultPhase(const Args& a, const uint8_t* src) {
       static_cast<unsigned long long>(Counters::Get(c.checksum_mismatches)),
       static_cast<unsigned long long>(env.injected(Fault::kSlow)),
       static_cast<unsigned long long>(Counters::Get(c.restored_pages)), wrong);
-  const bool ok = on_disk == rig.pages && wrong == 0 &&
-                  Counters::Get(c.spill_errors) == write_faults &&
-                  Counters::Get(c.restore_errors) + Counters::Get(c.checksum_mismatches) ==
-                      read_faults &&
-                  Counters::Get(c.restored_pages) == rig.pages;
+  const bool ok =
+      on_disk == rig.pages && wrong == 0 && Counters::Get(c.spill_errors) == write_faults &&
+      Counters::Get(c.restore_errors) + Counters::Get(c.checksum_mismatches) == read_faults &&
+      Counters::Get(c.restored_pages) == rig.pages;
   printf("  %s: every page came back exactly; every injected error shows in the stats\n",
          ok ? "PASS" : "FAIL");
   return ok;

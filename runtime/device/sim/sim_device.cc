@@ -38,20 +38,23 @@ Result<std::unique_ptr<SimDevice>> SimDevice::Create(const SimDeviceConfig& conf
   std::unique_ptr<SimDevice> device(new SimDevice(config, std::move(uffd).value(), stop_fd));
   Status started = device->StartThreads(config.fault_threads);
   if (!started.ok()) return started.Annotate("simulated GPU");
-  Log(1, "simulated GPU: capacity %llu bytes, %d fault threads, userfaultfd from %s",
+  Log(1, "simulated GPU: capacity %llu bytes, %d fault threads, userfaultfd from %s, disk tier %s",
       static_cast<unsigned long long>(config.capacity_bytes), config.fault_threads,
-      device->uffd_.origin());
+      device->uffd_.origin(), config.store ? config.store->io_mode() : "off");
   return device;
 }
 
 SimDevice::SimDevice(const SimDeviceConfig& config, UserFaultFd uffd, int stop_fd)
     : capacity_(config.capacity_bytes),
+      fault_threads_(config.fault_threads),
       copy_fill_(config.copy_fill),
       events_(config.events),
+      store_(config.store),
       counters_(config.counters ? *config.counters : own_counters_),
       uffd_(std::move(uffd)),
       stop_fd_(stop_fd),
-      by_base_(std::make_unique<std::map<uintptr_t, SimRegion*>>()) {}
+      by_base_(std::make_unique<std::map<uintptr_t, SimRegion*>>()),
+      max_scratch_(static_cast<size_t>(config.fault_threads) + 2) {}
 
 SimDevice::~SimDevice() {
   if (forked_.load()) {
@@ -125,16 +128,23 @@ Result<RegionPtr> SimDevice::CreateRegion(RegionId id, size_t bytes, size_t page
 
 void SimDevice::DestroyRegion(Region& region) {
   if (forked_.load()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  Lock lock(mu_);
   auto* r = static_cast<SimRegion*>(region.backend);
-  if (r == nullptr || r->device != this) return;
+  if (r == nullptr || r->device != this || r->releasing) return;
+  // A spill or restore of one of its pages is reading or writing its views:
+  // let it finish (no new one starts on a releasing region).
+  r->releasing = true;
+  disk_io_done_.wait(lock, [r] { return r->disk_io == 0; });
   ReleaseRegionLocked(r);
 }
 
 void SimDevice::ReleaseRegionLocked(SimRegion* r) {
   const RegionPtr region = r->region;  // may be the last reference
-  // (Disk tier, later: free the store slots of the region's kDisk pages.)
-  for (uint32_t p = 0; p < region->pages.size(); ++p) SetTierLocked(*r, p, Tier::kUntouched);
+  for (uint32_t p = 0; p < region->pages.size(); ++p) {
+    PageRecord& rec = region->pages[p];
+    if (rec.tier.load(std::memory_order_relaxed) == Tier::kDisk) store_->Free(rec.disk_slot);
+    SetTierLocked(*r, p, Tier::kUntouched);
+  }
   region->backend = nullptr;
   // Wakes any thread still waiting on a fault here; it then faults normally.
   if (!r->degraded) {
@@ -153,6 +163,9 @@ Result<SimRegion*> SimDevice::FindLocked(Region& region, uint32_t page) const {
   }
   if (r->degraded) {
     return Status::Errorf("simulated GPU: region %u is no longer tiered after an error", region.id);
+  }
+  if (r->releasing) {
+    return Status::Errorf("simulated GPU: region %u is being destroyed", region.id);
   }
   if (page >= region.pages.size()) {
     return Status::Errorf("simulated GPU: page %u out of range (region %u has %zu pages)", page,
@@ -199,13 +212,24 @@ Status SimDevice::Promote(Region& region, uint32_t page) {
   std::vector<Evicted> evicted;
   Status s;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    Result<SimRegion*> r = FindLocked(region, page);
-    if (!r.ok()) return r.status();
-    if (region.pages[page].tier.load(std::memory_order_relaxed) == Tier::kDevice) {
-      return Status::Ok();
+    Lock lock(mu_);
+    for (;;) {
+      Result<SimRegion*> r = FindLocked(region, page);
+      if (!r.ok()) return r.status();
+      const PageRecord& rec = region.pages[page];
+      const Tier tier = rec.tier.load(std::memory_order_relaxed);
+      if (tier == Tier::kDevice) return Status::Ok();
+      if (tier != Tier::kDisk) {
+        s = BringInLocked(*r.value(), page, &evicted);
+      } else if (rec.flags.load(std::memory_order_relaxed) & kPageInFlight) {
+        // A fault is restoring it: wait for that one read, then look again.
+        disk_io_done_.wait(lock);
+        continue;
+      } else {
+        s = RestoreLocked(lock, *r.value(), page, &evicted);
+      }
+      break;
     }
-    s = BringInLocked(*r.value(), page, &evicted);
     if (s.ok()) {
       Counters::Add(counters_.promoted_pages);
       Counters::Add(counters_.promoted_bytes, region.page_size);
@@ -217,14 +241,21 @@ Status SimDevice::Promote(Region& region, uint32_t page) {
 
 Status SimDevice::BringInLocked(SimRegion& r, uint32_t page, std::vector<Evicted>* evicted) {
   Region& region = *r.region;
-  const Tier from = region.pages[page].tier.load(std::memory_order_relaxed);
+  PageRecord& rec = region.pages[page];
+  const Tier from = rec.tier.load(std::memory_order_relaxed);
   if (from == Tier::kDevice) return Status::Ok();
+  if (from == Tier::kDisk) return Status::Error("internal: a spilled page needs RestoreLocked");
   if (Status s = MakeRoomLocked(region.page_size, evicted); !s.ok()) return s;
+  // A spill is writing this host page: once it is back on the device the
+  // engine may change it, so the spill must drop what it wrote.
+  if (from == Tier::kHost && (rec.flags.load(std::memory_order_relaxed) & kPageInFlight)) {
+    rec.flags.fetch_or(kPageTouchedDuringMove, std::memory_order_relaxed);
+  }
   // Whole page, relative to the aligned base: a fault anywhere in it
   // brings all of it, as a UVM VA block does.
   const uintptr_t start = region.PageAddr(page);
-  Status s = from == Tier::kHost ? uffd_.Continue(start, region.page_size)
-                                 : FillMissingLocked(r, page, from);
+  Status s =
+      from == Tier::kHost ? uffd_.Continue(start, region.page_size) : FillUntouchedLocked(r, page);
   if (!s.ok()) {
     return s.Annotate("simulated GPU: region " + std::to_string(region.id) + " page " +
                       std::to_string(page));
@@ -233,32 +264,20 @@ Status SimDevice::BringInLocked(SimRegion& r, uint32_t page, std::vector<Evicted
   return Status::Ok();
 }
 
-Status SimDevice::FillMissingLocked(SimRegion& r, uint32_t page, Tier from) {
+Status SimDevice::FillUntouchedLocked(SimRegion& r, uint32_t page) {
   const Region& region = *r.region;
   const uintptr_t start = region.PageAddr(page);
   const size_t len = region.page_size;
-  switch (from) {
-    case Tier::kUntouched:
-      if (r.zeropage && !copy_fill_) return uffd_.ZeroFill(start, len);
-      if (zero_src_bytes_ < len) {
-        if (zero_src_) munmap(zero_src_, zero_src_bytes_);
-        // Never written: the kernel reads it as the shared zero page.
-        void* z = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        zero_src_ = z == MAP_FAILED ? nullptr : static_cast<uint8_t*>(z);
-        zero_src_bytes_ = zero_src_ ? len : 0;
-        if (!zero_src_) return Status::Errorf("mapping a zero page of %zu bytes failed", len);
-      }
-      return uffd_.Copy(start, len, zero_src_);
-    case Tier::kDisk:
-      // Disk tier (later): read the page from the store at disk_slot into a
-      // bounce buffer outside the lock, verify its checksum, then install it
-      // here with uffd_.Copy(start, len, buffer).
-      return Status::Error("the page is on the disk tier, which this build does not restore");
-    case Tier::kDevice:
-    case Tier::kHost:
-      break;
+  if (r.zeropage && !copy_fill_) return uffd_.ZeroFill(start, len);
+  if (zero_src_bytes_ < len) {
+    if (zero_src_) munmap(zero_src_, zero_src_bytes_);
+    // Never written: the kernel reads it as the shared zero page.
+    void* z = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    zero_src_ = z == MAP_FAILED ? nullptr : static_cast<uint8_t*>(z);
+    zero_src_bytes_ = zero_src_ ? len : 0;
+    if (!zero_src_) return Status::Errorf("mapping a zero page of %zu bytes failed", len);
   }
-  return Status::Error("internal: a page with bytes in the memfd is not a MISSING fill");
+  return uffd_.Copy(start, len, zero_src_);
 }
 
 Status SimDevice::MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted) {
@@ -321,11 +340,9 @@ void SimDevice::Account(Tier tier, uint64_t bytes, bool add) {
     case Tier::kHost:
       gauge = &counters_.host_used_bytes;
       break;
-    case Tier::kDisk:
-      gauge = &counters_.disk_used_bytes;
-      break;
-    case Tier::kUntouched:
-      return;  // holds no bytes
+    case Tier::kDisk:       // the store counts its slots as they are written and freed
+    case Tier::kUntouched:  // holds no bytes
+      return;
   }
   if (!add) {
     Counters::Sub(*gauge, bytes);
@@ -335,9 +352,16 @@ void SimDevice::Account(Tier tier, uint64_t bytes, bool add) {
   if (tier == Tier::kDevice) Counters::Max(counters_.device_peak_bytes, now);
 }
 
-void SimDevice::DegradeLocked(SimRegion& r, const Status& why) {
+void SimDevice::DegradeLocked(Lock& lock, SimRegion& r, const Status& why) {
   if (r.degraded) return;
-  r.degraded = true;
+  r.degraded = true;  // no new spill or restore starts here
+  // The engine must find every byte in the memfd once the view is
+  // unregistered: let spills and restores in flight end (a restore then
+  // copies its page into the memfd), and read the spilled pages back.
+  // Counting this as I/O keeps DestroyRegion off the region meanwhile.
+  ++r.disk_io;
+  disk_io_done_.wait(lock, [&r] { return r.disk_io == 1; });
+  ReadBackSpilledLocked(r);
   (void)uffd_.Unregister(reinterpret_cast<uintptr_t>(r.views.engine), r.views.bytes);
   // Its resident pages leave the device's books (they now count as host
   // memory), so the budget stays true for the regions still tiered.
@@ -350,6 +374,7 @@ void SimDevice::DegradeLocked(SimRegion& r, const Status& why) {
       "simulated GPU: region %u (%s): %s; the region is no longer tiered (its pages stay in "
       "memory and the device budget no longer covers them)",
       r.region->id, r.region->tag.c_str(), why.message().c_str());
+  EndDiskIoLocked(r);
 }
 
 void SimDevice::Report(const std::vector<Evicted>& evicted) {

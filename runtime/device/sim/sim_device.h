@@ -14,30 +14,44 @@
 // whole-page bytes even when the region's last page is partial: the memfd and
 // the view are whole pages.
 //
-// Disk tier seam (later): Spill(kHost page) = under the lock mark the page in
-// flight, write its bytes from the alias to the store outside the lock, then
-// under the lock (unless touched meanwhile) fallocate(PUNCH_HOLE) it => kDisk.
-// The next touch raises MISSING; FillMissingLocked() dispatches on the tier,
-// where kDisk reads the page back (checksum verified) and installs it with
-// UFFDIO_COPY. The store read must happen outside the lock.
+// Disk tier (SimDeviceConfig::store): Spill(kHost page) marks the page in
+// flight under the lock, writes its bytes from the alias to the store outside
+// it (zero-copy: the alias is page aligned), then under the lock punches the
+// page out of the memfd (fallocate PUNCH_HOLE) => kDisk, with the slot and
+// checksum in the PageRecord. A touch meanwhile is a MINOR fault like any on
+// a host page; it sets kPageTouchedDuringMove and the spill, finding it, frees
+// the slot and keeps the page where the fault put it. A failed write leaves
+// the page on the host (the store counts it and backs off). The next touch of
+// a spilled page raises MISSING: the fault thread marks it in flight, reads it
+// into a private page-aligned buffer outside the lock (the store verifies the
+// checksum and retries once), then under the lock makes room and installs it
+// with UFFDIO_COPY. Another fault on that page meanwhile is dropped: the
+// install wakes every thread waiting on the page (so one read per restore);
+// restores of different pages read in parallel. A read that fails for good
+// stops the process (never hand corrupted KV to the engine). Promote of a
+// spilled page restores it the same way. The store counts spilled_*,
+// restored_* and disk_used_bytes; the device moves host_used_bytes.
 //
 // Fork: the child inherits the views but not the userfaultfd registration
 // (no UFFD_FEATURE_EVENT_FORK) nor the handler threads: its touches map the
 // shared memfd pages directly (it sees and shares the parent's bytes; no
-// residency is enforced). The child must call AfterForkInChild(); the device
-// then refuses every operation, and its destructor frees nothing (a parent
-// thread may have been mid-change when fork copied the memory; exit or exec
-// reclaims it).
+// residency is enforced; spilled pages read as zeros). The child must call
+// AfterForkInChild(); the device then refuses every operation, and its
+// destructor frees nothing (a parent thread may have been mid-change when
+// fork copied the memory; exit or exec reclaims it).
 //
 // Thread-safety: all public methods are safe from any thread. One
 // device-wide transition mutex serialises every residency change (faults,
-// Demote, Promote, DestroyRegion) and guards the resident list; a page's
-// transition (at most the evictions it needs plus one install) is the
-// longest hold. DeviceEvents are called with no lock held.
+// Demote, Promote, Spill, DestroyRegion) and guards the resident list; a
+// page's transition (at most the evictions it needs plus one install) is the
+// longest hold. Disk I/O never runs under it (except when a region is
+// degraded after an error: its spilled pages are read back under it).
+// DeviceEvents are called with no lock held.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -50,6 +64,7 @@
 #include "runtime/device/device.h"
 #include "runtime/device/sim/resident_list.h"
 #include "runtime/device/sim/uffd.h"
+#include "runtime/storage/spill_store.h"
 
 struct uffd_msg;
 
@@ -63,6 +78,9 @@ struct SimDeviceConfig {
   // Fill untouched pages with UFFDIO_COPY from a zero buffer even where
   // UFFDIO_ZEROPAGE works (the path the disk tier's restore takes; tests).
   bool copy_fill = false;
+  // The disk tier; null: none (Spill fails). Must outlive the device, and
+  // should share `counters` (it keeps the disk gauges).
+  SpillStore* store = nullptr;
 };
 
 // Per-region backend state (Region::backend points here).
@@ -74,7 +92,10 @@ struct SimRegion {
   ShmViews views;
   std::unique_ptr<ResidentLink[]> links;  // one per page
   bool zeropage = true;                   // UFFDIO_ZEROPAGE works here (else COPY from zeros)
-  bool degraded = false;                  // guarded by the device's mutex: untiered after an error
+  // Guarded by the device's mutex:
+  bool degraded = false;   // untiered after an error
+  bool releasing = false;  // DestroyRegion waits for its disk I/O to end
+  int disk_io = 0;         // spills and restores of its pages reading or writing now
 };
 
 class SimDevice final : public Device {
@@ -87,9 +108,18 @@ class SimDevice final : public Device {
   const char* kind() const override { return "sim"; }
   Result<RegionPtr> CreateRegion(RegionId id, size_t bytes, size_t page_size,
                                  std::string tag) override;
+  // Waits for disk I/O on the region's pages to end; frees their spill slots.
   void DestroyRegion(Region& region) override;
   Status Demote(Region& region, uint32_t page) override;
+  // From the disk tier too (read back and verified; waits for a restore of
+  // the page that a fault started).
   Status Promote(Region& region, uint32_t page) override;
+  // Writes a kHost page to the store and drops it from memory (see top).
+  // Ok and a no-op for a page that is not on the host (a fault may have
+  // brought it back since the policy chose it) or is already moving; an
+  // error when the write failed (the page stays on the host) or there is no
+  // disk tier.
+  Status Spill(Region& region, uint32_t page) override;
   uint64_t resident_bytes() const override;
   uint64_t capacity_bytes() const override { return capacity_; }
 
@@ -98,12 +128,16 @@ class SimDevice final : public Device {
   uint8_t* AliasOf(const Region& region) const;
   // Whether only user-mode faults are caught (see UserFaultFd).
   bool user_mode_only() const { return uffd_.user_mode_only(); }
+  // Faults on a page whose restore another thread had already started
+  // (resolved by that restore's install, without a read of their own).
+  uint64_t coalesced_faults() const { return coalesced_faults_.load(); }
 
   // Call in the child after fork(): the device becomes unusable (see top).
   void AfterForkInChild() override;
 
  private:
   using Clock = std::chrono::steady_clock;
+  using Lock = std::unique_lock<std::mutex>;
   struct Evicted {
     RegionPtr region;  // kept alive for the callback
     uint32_t page;
@@ -115,44 +149,75 @@ class SimDevice final : public Device {
   void FaultLoop();
   void HandleFault(const uffd_msg& msg, Clock::time_point read_at);
 
-  // All *Locked methods require mu_.
+  // All *Locked methods require mu_ (those taking a Lock may release it and
+  // take it again).
   Status Usable() const;
   Result<SimRegion*> FindLocked(Region& region, uint32_t page) const;
   SimRegion* FindByAddressLocked(uintptr_t addr) const;
-  // Brings `page` to the device from wherever it is (evicting as needed).
+  // Brings a kHost or kUntouched page to the device (evicting as needed).
   Status BringInLocked(SimRegion& r, uint32_t page, std::vector<Evicted>* evicted);
   // Evicts least recently migrated pages until `bytes` more fit.
   Status MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted);
-  // Installs bytes for a page with none in the engine view's memfd: the one
-  // switch between "never touched" (zeros) and "spilled" (read back).
-  Status FillMissingLocked(SimRegion& r, uint32_t page, Tier from);
+  // Installs zeros for a never-touched page (MISSING).
+  Status FillUntouchedLocked(SimRegion& r, uint32_t page);
   Status ZapLocked(SimRegion& r, uint32_t page);
   // The one place a page's tier changes: record, resident list and counters.
   void SetTierLocked(SimRegion& r, uint32_t page, Tier to);
   void Account(Tier tier, uint64_t bytes, bool add);
   // Stops tiering a region whose fault could not be resolved, so the engine
-  // thread waiting on it runs on instead of hanging.
-  void DegradeLocked(SimRegion& r, const Status& why);
+  // thread waiting on it runs on instead of hanging. Waits for the region's
+  // disk I/O and reads its spilled pages back into the memfd first.
+  void DegradeLocked(Lock& lock, SimRegion& r, const Status& why);
   void ReleaseRegionLocked(SimRegion* r);
   void Report(const std::vector<Evicted>& evicted);
 
+  // Disk tier (sim_disk_tier.cc).
+  // Restores a kDisk page that is not in flight to the device: marks it,
+  // reads it with the lock released, installs it. On an error the page
+  // stays on disk and every thread waiting on it is woken to fault again.
+  Status RestoreLocked(Lock& lock, SimRegion& r, uint32_t page, std::vector<Evicted>* evicted);
+  // Installs restored bytes (or, in a degraded region, copies them into the
+  // memfd) and frees the slot.
+  Status InstallRestoredLocked(SimRegion& r, uint32_t page, const uint8_t* bytes,
+                               std::vector<Evicted>* evicted);
+  Status FinishSpillLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written);
+  void EndDiskIoLocked(SimRegion& r);
+  // Reads every spilled page of a region being degraded back into its memfd.
+  void ReadBackSpilledLocked(SimRegion& r);
+  // Reads a spilled page into dst; stops the process if it cannot.
+  void ReadOrDie(const SimRegion& r, uint32_t page, uint32_t slot, uint64_t checksum, uint8_t* dst);
+  AlignedBuffer TakeScratch(size_t bytes);
+  void ReturnScratch(AlignedBuffer buffer);
+
   const uint64_t capacity_;
+  const int fault_threads_;
   const bool copy_fill_;
   DeviceEvents* const events_;
+  SpillStore* const store_;
   Counters own_counters_;
   Counters& counters_;
   UserFaultFd uffd_;
   const int stop_fd_;  // eventfd: written once to stop the fault threads
   std::vector<std::unique_ptr<std::thread>> threads_;
   std::atomic<bool> forked_{false};
+  std::atomic<uint64_t> coalesced_faults_{0};
 
   mutable std::mutex mu_;  // the transition lock
+  // With mu_: signalled when a page's disk I/O ends (its in-flight flag
+  // clears), for Promote, DegradeLocked and DestroyRegion waiting on it.
+  std::condition_variable disk_io_done_;
   // Engine view base -> region. Heap-held so a forked child can leak it.
   std::unique_ptr<std::map<uintptr_t, SimRegion*>> by_base_;  // guarded by mu_
   ResidentList resident_;                                     // guarded by mu_
   std::atomic<uint64_t> resident_bytes_{0};                   // written under mu_, read by anyone
   uint8_t* zero_src_ = nullptr;  // guarded by mu_; COPY source without ZEROPAGE
   size_t zero_src_bytes_ = 0;    // guarded by mu_
+
+  // Private page buffers for restores: each restore reads into its own, so
+  // the engine never sees bytes before they are verified.
+  const size_t max_scratch_;  // kept for reuse: one per fault thread, two for Promote
+  std::mutex scratch_mu_;
+  std::vector<AlignedBuffer> scratch_;  // guarded by scratch_mu_
 };
 
 }  // namespace kvtier

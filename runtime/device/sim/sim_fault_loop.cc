@@ -18,7 +18,7 @@
 namespace kvtier {
 namespace {
 
-constexpr int kBatch = 16;  // messages read per read(2)
+constexpr size_t kBatch = 16;  // messages one fault thread reads per read(2)
 
 size_t BasePage() {
   static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -62,6 +62,10 @@ void SimDevice::FaultLoop() {
   pthread_setname_np(pthread_self(), "kvtier-fault");
   pollfd fds[2] = {{uffd_.fd(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
   uffd_msg msgs[kBatch];
+  // With several threads each takes one fault at a time: a thread that took
+  // a batch would resolve it serially (a restore waits on the disk) while
+  // the others idle.
+  const size_t batch = fault_threads_ > 1 ? 1 : kBatch;
   for (;;) {
     if (poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
@@ -74,7 +78,7 @@ void SimDevice::FaultLoop() {
       return;
     }
     // Several fault threads poll the same descriptor; the losers get EAGAIN.
-    const ssize_t got = read(uffd_.fd(), msgs, sizeof msgs);
+    const ssize_t got = read(uffd_.fd(), msgs, batch * sizeof msgs[0]);
     if (got < 0) {
       if (errno == EAGAIN || errno == EINTR) continue;
       Log(0, "simulated GPU: reading userfaultfd failed: %s", strerror(errno));
@@ -98,19 +102,17 @@ void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
   Tier from = Tier::kDevice;
   uint64_t wait_ns = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    Lock lock(mu_);
     SimRegion* r = FindByAddressLocked(addr);
-    if (r == nullptr || r->degraded) {
-      // Destroyed or untiered since the touch: the waiter refaults normally.
+    if (r == nullptr || r->degraded || r->releasing) {
+      // Destroyed or untiered since the touch (or about to be): the waiter
+      // refaults, normally once the range is unregistered.
       uffd_.Wake(base_addr, base_page);
       return;
     }
     Region& reg = *r->region;
     page = reg.PageOf(addr);  // relative to the aligned base
-    PageRecord& rec = reg.pages[page];
-    if (rec.flags.load(std::memory_order_relaxed) & kPageInFlight) {
-      rec.flags.fetch_or(kPageTouchedDuringMove, std::memory_order_relaxed);
-    }
+    const PageRecord& rec = reg.pages[page];
     from = rec.tier.load(std::memory_order_relaxed);
     if (from == Tier::kDevice) {
       // Resolved before this message was handled (a Promote, or a second
@@ -119,12 +121,23 @@ void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
       Status s =
           minor ? uffd_.Continue(base_addr, base_page) : uffd_.ZeroFill(base_addr, base_page);
       uffd_.Wake(base_addr, base_page);
-      if (!s.ok()) DegradeLocked(*r, s);
+      if (!s.ok()) DegradeLocked(lock, *r, s);
       return;
     }
-    Status s = BringInLocked(*r, page, &evicted);
+    Status s;
+    if (from != Tier::kDisk) {
+      s = BringInLocked(*r, page, &evicted);
+    } else if (rec.flags.load(std::memory_order_relaxed) & kPageInFlight) {
+      // Another thread is reading this page back. Its install wakes every
+      // thread waiting on the page, this one's included (and on an error it
+      // wakes them to fault again), so this message needs no read of its own.
+      coalesced_faults_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    } else {
+      s = RestoreLocked(lock, *r, page, &evicted);  // releases the lock to read
+    }
     if (!s.ok()) {
-      DegradeLocked(*r, s);  // unregisters: the waiter runs on, untiered
+      DegradeLocked(lock, *r, s);  // unregisters: the waiter runs on, untiered
     } else {
       // From when the message was read: the kernel does not timestamp
       // faults. Counted under the lock so the books settle with the move.

@@ -1,0 +1,197 @@
+// SimDevice's disk tier: spilling host pages to the SpillStore and restoring
+// them on a fault or a Promote (the protocol is in sim_device.h). Disk I/O
+// runs with the transition lock released; the page's kPageInFlight flag and
+// the region's disk_io count keep the page and the region in place meanwhile.
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cerrno>
+
+#include "runtime/device/sim/sim_device.h"
+#include "runtime/log.h"
+
+namespace kvtier {
+
+Status SimDevice::Spill(Region& region, uint32_t page) {
+  if (Status s = Usable(); !s.ok()) return s;
+  if (store_ == nullptr) {
+    return Status::Errorf(
+        "simulated GPU: region %u page %u: there is no disk tier to spill to (set "
+        "KVTIER_DISK_BUDGET)",
+        region.id, page);
+  }
+  SimRegion* r = nullptr;
+  {
+    Lock lock(mu_);
+    Result<SimRegion*> found = FindLocked(region, page);
+    if (!found.ok()) return found.status();
+    r = found.value();
+    PageRecord& rec = region.pages[page];
+    if (rec.tier.load(std::memory_order_relaxed) != Tier::kHost ||
+        (rec.flags.load(std::memory_order_relaxed) & kPageInFlight)) {
+      return Status::Ok();  // hot again, already spilled or moving, or no bytes yet
+    }
+    if (region.page_size > store_->page_size()) {
+      return Status::Errorf(
+          "simulated GPU: region %u has %zu-byte pages, larger than the disk tier's %zu-byte "
+          "slots (use one KVTIER_PAGE_SIZE for both)",
+          region.id, region.page_size, store_->page_size());
+    }
+    rec.flags.fetch_and(static_cast<uint8_t>(~kPageTouchedDuringMove), std::memory_order_relaxed);
+    rec.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
+    ++r->disk_io;
+  }
+  // The page's PTEs in the engine view are zapped, so the engine cannot
+  // change it without a fault (which marks it touched). The alias is page
+  // aligned: the store writes from it directly.
+  const uint8_t* src = r->views.alias + uint64_t{page} * region.page_size;
+  Result<SpillSlot> written = store_->Write(src, region.page_size);
+  Lock lock(mu_);
+  Status s = FinishSpillLocked(*r, page, written);
+  EndDiskIoLocked(*r);
+  return s;
+}
+
+Status SimDevice::FinishSpillLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written) {
+  Region& region = *r.region;
+  PageRecord& rec = region.pages[page];
+  const uint8_t flags = rec.flags.fetch_and(
+      static_cast<uint8_t>(~(kPageInFlight | kPageTouchedDuringMove)), std::memory_order_relaxed);
+  if (!written.ok()) {
+    // The store counted the error and backs off; the host copy is the page.
+    return written.status().Annotate("simulated GPU: spill of region " + std::to_string(region.id) +
+                                     " page " + std::to_string(page));
+  }
+  const SpillSlot slot = written.value();
+  if ((flags & kPageTouchedDuringMove) || r.degraded ||
+      rec.tier.load(std::memory_order_relaxed) != Tier::kHost) {
+    // The engine may have changed the page since it was written: the copy
+    // on disk is stale, and the page stays where the fault put it.
+    store_->Free(slot.index);
+    return Status::Ok();
+  }
+  const off_t offset = static_cast<off_t>(uint64_t{page} * region.page_size);
+  if (fallocate(r.views.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
+                static_cast<off_t>(region.page_size)) != 0) {
+    const int err = errno;
+    store_->Free(slot.index);
+    return Status::Errorf(
+        "simulated GPU: spill of region %u page %u: punching it out of the memfd failed: %s "
+        "(the page stays in host memory)",
+        region.id, page, strerror(err));
+  }
+  rec.disk_slot = slot.index;
+  rec.checksum = slot.checksum;
+  SetTierLocked(r, page, Tier::kDisk);
+  return Status::Ok();
+}
+
+Status SimDevice::RestoreLocked(Lock& lock, SimRegion& r, uint32_t page,
+                                std::vector<Evicted>* evicted) {
+  Region& region = *r.region;
+  PageRecord& rec = region.pages[page];
+  const size_t len = region.page_size;
+  const uint32_t slot = rec.disk_slot;
+  const uint64_t checksum = rec.checksum;
+  // In flight: a second fault on the page waits for this restore instead of
+  // reading it again, and a Spill or Promote leaves it alone.
+  rec.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
+  ++r.disk_io;
+  lock.unlock();
+  AlignedBuffer buffer = TakeScratch(len);
+  if (buffer.data() != nullptr) ReadOrDie(r, page, slot, checksum, buffer.data());
+  lock.lock();
+  Status s = buffer.data() != nullptr
+                 ? InstallRestoredLocked(r, page, buffer.data(), evicted)
+                 : Status::Errorf("no %zu-byte buffer to restore region %u page %u into", len,
+                                  region.id, page);
+  rec.flags.fetch_and(static_cast<uint8_t>(~kPageInFlight), std::memory_order_relaxed);
+  // Faults that coalesced on this restore wait for an install that did not
+  // happen: wake them to fault again.
+  if (!s.ok()) uffd_.Wake(region.PageAddr(page), len);
+  EndDiskIoLocked(r);
+  ReturnScratch(std::move(buffer));
+  return s;
+}
+
+Status SimDevice::InstallRestoredLocked(SimRegion& r, uint32_t page, const uint8_t* bytes,
+                                        std::vector<Evicted>* evicted) {
+  Region& region = *r.region;
+  PageRecord& rec = region.pages[page];
+  const size_t len = region.page_size;
+  if (r.degraded) {
+    // The view is about to be unregistered (DegradeLocked waits for this):
+    // the bytes go into the memfd, where the engine will find them.
+    memcpy(r.views.alias + uint64_t{page} * len, bytes, len);
+  } else {
+    if (Status s = MakeRoomLocked(len, evicted); !s.ok()) return s;
+    if (Status s = uffd_.Copy(region.PageAddr(page), len, bytes); !s.ok()) {
+      // Part of it may be installed; the slot still holds all of it.
+      return s.Annotate("simulated GPU: restoring region " + std::to_string(region.id) + " page " +
+                        std::to_string(page));
+    }
+  }
+  store_->Free(rec.disk_slot);
+  SetTierLocked(r, page, r.degraded ? Tier::kHost : Tier::kDevice);
+  return Status::Ok();
+}
+
+void SimDevice::EndDiskIoLocked(SimRegion& r) {
+  --r.disk_io;
+  disk_io_done_.notify_all();
+}
+
+void SimDevice::ReadBackSpilledLocked(SimRegion& r) {
+  Region& region = *r.region;
+  for (uint32_t p = 0; p < region.pages.size(); ++p) {
+    PageRecord& rec = region.pages[p];
+    if (rec.tier.load(std::memory_order_relaxed) != Tier::kDisk) continue;
+    // Rare (an error path), so the read runs under the lock: straight into
+    // the memfd through the alias, which is not registered.
+    ReadOrDie(r, p, rec.disk_slot, rec.checksum, r.views.alias + uint64_t{p} * region.page_size);
+    store_->Free(rec.disk_slot);
+    SetTierLocked(r, p, Tier::kHost);
+  }
+}
+
+void SimDevice::ReadOrDie(const SimRegion& r, uint32_t page, uint32_t slot, uint64_t checksum,
+                          uint8_t* dst) {
+  const Region& region = *r.region;
+  ReadFailure failure = ReadFailure::kNone;
+  Status s = store_->Read(slot, dst, region.page_size, checksum, &failure);
+  if (s.ok()) return;
+  // The store read it twice. Its only copy is gone or corrupt, and the
+  // engine is waiting on it: running on would hand it wrong KV.
+  Log(0,
+      "disk tier: stopping the process: region %u (%s) page %u cannot be restored from the %s: %s",
+      region.id, region.tag.c_str(), page, store_->file_description().c_str(), s.message().c_str());
+  abort();
+}
+
+AlignedBuffer SimDevice::TakeScratch(size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(scratch_mu_);
+    for (size_t i = 0; i < scratch_.size(); ++i) {
+      if (scratch_[i].size() < bytes) continue;
+      AlignedBuffer b = std::move(scratch_[i]);
+      scratch_.erase(scratch_.begin() + static_cast<ptrdiff_t>(i));
+      return b;
+    }
+  }
+  Result<AlignedBuffer> made = AlignedBuffer::Allocate(bytes);
+  if (!made.ok()) {
+    static std::atomic<bool> warned{false};
+    WarnOnce(&warned, "simulated GPU: %s", made.status().message().c_str());
+    return AlignedBuffer();
+  }
+  return std::move(made).value();
+}
+
+void SimDevice::ReturnScratch(AlignedBuffer buffer) {
+  if (buffer.data() == nullptr) return;
+  std::lock_guard<std::mutex> lock(scratch_mu_);
+  if (scratch_.size() < max_scratch_) scratch_.push_back(std::move(buffer));
+}
+
+}  // namespace kvtier

@@ -1,0 +1,82 @@
+// A process SIGKILLed while the simulated GPU spills and restores pages
+// leaves nothing in the spill directory, with O_TMPFILE and with the
+// open+unlink fallback.
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runtime/device/sim/sim_device.h"
+#include "tests/sim/sim_disk_test_util.h"
+
+namespace kvtier::testing {
+namespace {
+
+constexpr size_t kPage = SimDiskTest::kPage;
+
+// Child: spills and restores pages of a sim region forever (a slow device
+// keeps a write in flight much of the time); writes one byte to `ready`
+// after the first spill. Never returns.
+[[noreturn]] void SpillThroughTheDeviceForever(const std::string& dir, bool refuse_tmpfile,
+                                               int ready) {
+  FaultEnv env(Env::Default());
+  env.RefuseTmpfile(refuse_tmpfile);
+  Result<std::unique_ptr<SpillStore>> store =
+      SpillStore::Create(storage_test::SmallConfig(dir, 16, kPage), &env, nullptr);
+  if (!store.ok()) _exit(2);
+  SimDeviceConfig config;
+  config.capacity_bytes = 4 * kPage;
+  config.store = store.value().get();
+  Result<std::unique_ptr<SimDevice>> dev = SimDevice::Create(config);
+  if (!dev.ok()) _exit(3);
+  Result<RegionPtr> made = dev.value()->CreateRegion(1, 8 * kPage, kPage, "crash");
+  if (!made.ok()) _exit(4);
+  Region& r = *made.value();
+  env.SetSlowDelay(2'000'000);
+  env.SetRate(Fault::kSlow, 0.5);
+  bool told = false;
+  for (uint64_t i = 0;; ++i) {
+    const uint32_t p = static_cast<uint32_t>(i % 8);
+    WritePattern(PageBase(r, p), kPage, i);
+    if (!dev.value()->Demote(r, p).ok() || !dev.value()->Spill(r, p).ok()) _exit(5);
+    if (CheckPattern(PageBase(r, p), kPage, i) != -1) _exit(6);  // restores it
+    if (!told) {
+      told = write(ready, "x", 1) == 1;
+      if (!told) _exit(7);
+    }
+  }
+}
+
+TEST_F(SimDiskTest, KilledWhileSpillingThroughTheDeviceLeavesNoSpillFile) {
+  for (bool refuse_tmpfile : {false, true}) {
+    SCOPED_TRACE(refuse_tmpfile ? "open+unlink" : "O_TMPFILE");
+    storage_test::TempDir tmp;
+    ASSERT_TRUE(tmp.ok());
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    // No device or thread exists in this process: the child builds its own.
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      close(fds[0]);
+      SpillThroughTheDeviceForever(tmp.path(), refuse_tmpfile, fds[1]);
+    }
+    close(fds[1]);
+    // Waiting on another process: poll with a deadline.
+    struct pollfd p = {fds[0], POLLIN, 0};
+    const int ready = poll(&p, 1, 20000);
+    char byte = 0;
+    const bool spilling = ready == 1 && read(fds[0], &byte, 1) == 1;
+    close(fds[0]);
+    EXPECT_TRUE(spilling) << "the child never spilled a page";
+    EXPECT_TRUE(tmp.Entries().empty()) << "a spill file is visible while spilling";
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "child status " << status;
+    EXPECT_TRUE(tmp.Entries().empty());
+  }
+}
+
+}  // namespace
+}  // namespace kvtier::testing

@@ -1,0 +1,347 @@
+// The simulated GPU's disk tier one mechanism at a time: spill and
+// transparent restore, a touch during the spill write, write errors, a page
+// corrupted on disk, coalesced and parallel restores, Promote from disk,
+// and slot accounting on DestroyRegion. Crash cleanup and the integrity
+// stress live in sim_disk_crash_test.cc and sim_disk_stress_test.cc.
+#include <signal.h>
+
+#include <atomic>
+#include <thread>
+
+#include "runtime/device/sim/sim_device.h"
+#include "tests/sim/sim_disk_test_util.h"
+
+namespace kvtier::testing {
+namespace {
+
+constexpr size_t kPage = SimDiskTest::kPage;
+
+uint64_t Seed(uint32_t page, uint32_t version) { return uint64_t{version} << 32 | page; }
+
+// Creates a region of `pages` pages, writes each with its version-1
+// pattern, and demotes them all to the host tier.
+RegionPtr HostRegion(SimDevice& dev, RegionId id, uint32_t pages) {
+  Result<RegionPtr> made = dev.CreateRegion(id, pages * kPage, kPage, "kv-" + std::to_string(id));
+  if (!made.ok()) {
+    ADD_FAILURE() << made.status().message();
+    return nullptr;
+  }
+  Region& r = *made.value();
+  for (uint32_t p = 0; p < pages; ++p) WritePattern(PageBase(r, p), kPage, Seed(p, 1));
+  for (uint32_t p = 0; p < pages; ++p) {
+    Status s = dev.Demote(r, p);
+    if (!s.ok()) ADD_FAILURE() << s.message();
+  }
+  return made.value();
+}
+
+TEST_F(SimDiskTest, SpilledPagesLeaveMemoryAndComeBackOnATouchFromAnotherThread) {
+  SpillStore* store = MakeStore(16);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(8 * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  RegionPtr region = HostRegion(*dev, 3, 4);
+  ASSERT_TRUE(region);
+  Region& r = *region;
+  EXPECT_EQ(MemfdBytes(r), 4 * kPage);
+
+  for (uint32_t p = 0; p < 4; ++p) ASSERT_TRUE(dev->Spill(r, p).ok());
+  for (uint32_t p = 0; p < 4; ++p) {
+    EXPECT_EQ(TierOf(r, p), Tier::kDisk);
+    EXPECT_EQ(r.pages[p].flags.load() & kPageInFlight, 0);
+  }
+  EXPECT_EQ(MemfdBytes(r), 0u) << "spilled pages must be punched out of the memfd";
+  EXPECT_EQ(store->used_slots(), 4u);
+  EXPECT_EQ(Get(counters_.spilled_pages), 4u);
+  EXPECT_EQ(Get(counters_.disk_used_bytes), 4 * kPage);
+  EXPECT_EQ(Get(counters_.host_used_bytes), 0u);
+
+  int64_t bad[4] = {0, 0, 0, 0};
+  std::thread engine([&] {
+    for (uint32_t p = 0; p < 4; ++p) bad[p] = CheckPattern(PageBase(r, p), kPage, Seed(p, 1));
+  });
+  engine.join();
+  for (uint32_t p = 0; p < 4; ++p) {
+    EXPECT_EQ(bad[p], -1) << "page " << p;
+    EXPECT_EQ(TierOf(r, p), Tier::kDevice);
+  }
+  ASSERT_TRUE(events_.WaitForFaults(4 + 4));
+  for (size_t i = 4; i < 8; ++i) EXPECT_EQ(events_.faults()[i].from, Tier::kDisk);
+  EXPECT_EQ(Get(counters_.restored_pages), 4u);
+  EXPECT_EQ(store->used_slots(), 0u);
+  EXPECT_EQ(Get(counters_.disk_used_bytes), 0u);
+  EXPECT_EQ(Get(counters_.device_used_bytes), 4 * kPage);
+  EXPECT_EQ(Get(counters_.checksum_mismatches), 0u);
+}
+
+TEST_F(SimDiskTest, SpillMovesOnlyHostPages) {
+  SpillStore* store = MakeStore(8);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(8 * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  Result<RegionPtr> made = dev->CreateRegion(4, 3 * kPage, kPage, "mixed");
+  ASSERT_TRUE(made.ok());
+  Region& r = *made.value();
+  WritePattern(PageBase(r, 0), kPage, 1);  // page 0 on the device, 1 untouched
+  ASSERT_TRUE(dev->Spill(r, 0).ok());
+  ASSERT_TRUE(dev->Spill(r, 1).ok());
+  EXPECT_EQ(TierOf(r, 0), Tier::kDevice);
+  EXPECT_EQ(TierOf(r, 1), Tier::kUntouched);
+  EXPECT_EQ(store->used_slots(), 0u);
+  EXPECT_EQ(Get(counters_.spilled_pages), 0u);
+  EXPECT_FALSE(dev->Spill(r, 3).ok()) << "page out of range";
+
+  auto no_disk = MakeDevice(8 * kPage);
+  ASSERT_TRUE(no_disk);
+  Result<RegionPtr> other = no_disk->CreateRegion(5, kPage, kPage, "no-disk");
+  ASSERT_TRUE(other.ok());
+  WritePattern(PageBase(*other.value(), 0), kPage, 2);
+  ASSERT_TRUE(no_disk->Demote(*other.value(), 0).ok());
+  Status s = no_disk->Spill(*other.value(), 0);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("KVTIER_DISK_BUDGET"), std::string::npos) << s.message();
+}
+
+TEST_F(SimDiskTest, ATouchDuringTheSpillWriteKeepsTheNewestBytesAndFreesTheSlot) {
+  SpillStore* store = MakeStore(8);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(8 * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  RegionPtr region = HostRegion(*dev, 6, 2);
+  ASSERT_TRUE(region);
+  Region& r = *region;
+  // The slow device holds the write open while the engine touches the page.
+  env_.SetSlowDelay(500'000'000);
+  env_.Arm(Fault::kSlow, 1);
+  Status spilled = Status::Error("not run");
+  std::thread mover([&] { spilled = dev->Spill(r, 1); });
+  ASSERT_TRUE(WaitForFlag(r, 1, kPageInFlight));
+  WritePattern(PageBase(r, 1), kPage, Seed(1, 2));  // a MINOR fault, then new bytes
+  // Back on the host before the write ends: the tier alone no longer tells
+  // that the bytes being written are stale.
+  ASSERT_TRUE(dev->Demote(r, 1).ok());
+  EXPECT_NE(r.pages[1].flags.load() & kPageInFlight, 0) << "the write ended too soon to test";
+  mover.join();
+  ASSERT_TRUE(spilled.ok()) << spilled.message();
+  EXPECT_EQ(env_.injected(Fault::kSlow), 1u);
+  EXPECT_EQ(TierOf(r, 1), Tier::kHost);
+  EXPECT_EQ(MemfdBytes(r), 2 * kPage) << "the page must stay in host memory";
+  EXPECT_EQ(r.pages[1].flags.load() & (kPageInFlight | kPageTouchedDuringMove), 0);
+  EXPECT_EQ(store->used_slots(), 0u) << "the stale copy's slot must be freed";
+  EXPECT_EQ(Get(counters_.disk_used_bytes), 0u);
+  EXPECT_EQ(Get(counters_.restored_pages), 0u) << "the touch must not wait for the write";
+  EXPECT_EQ(CheckPattern(PageBase(r, 1), kPage, Seed(1, 2)), -1);
+
+  // The next spill of the page keeps the new bytes.
+  ASSERT_TRUE(dev->Demote(r, 1).ok());
+  ASSERT_TRUE(dev->Spill(r, 1).ok());
+  EXPECT_EQ(TierOf(r, 1), Tier::kDisk);
+  EXPECT_EQ(CheckPattern(PageBase(r, 1), kPage, Seed(1, 2)), -1);
+  EXPECT_EQ(CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)), -1);
+}
+
+TEST_F(SimDiskTest, WriteErrorsKeepThePageInHostMemoryAndAreCounted) {
+  env_.SetClock(1'000'000'000);  // backoff runs on a clock the test advances
+  SpillStore* store = MakeStore(8);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(8 * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  RegionPtr region = HostRegion(*dev, 8, 1);
+  ASSERT_TRUE(region);
+  Region& r = *region;
+  uint64_t errors = 0;
+  uint32_t version = 1;
+  for (Fault f :
+       {Fault::kAllocNoSpace, Fault::kWriteNoSpace, Fault::kWriteIoError, Fault::kShortWrite}) {
+    SCOPED_TRACE(FaultName(f));
+    env_.Arm(f, 1);
+    Status s = dev->Spill(r, 0);
+    EXPECT_FALSE(s.ok());
+    EXPECT_EQ(env_.injected(f), 1u);
+    EXPECT_EQ(Get(counters_.spill_errors), ++errors);
+    EXPECT_EQ(Get(counters_.disk_degraded), 1u);
+    EXPECT_EQ(TierOf(r, 0), Tier::kHost);
+    EXPECT_EQ(MemfdBytes(r), kPage) << "the page must stay in host memory";
+    EXPECT_EQ(Get(counters_.host_used_bytes), kPage);
+    EXPECT_EQ(store->used_slots(), 0u);
+    EXPECT_EQ(CheckPattern(dev->AliasOf(r), kPage, Seed(0, version)), -1);
+    // Backing off: the next spill fails at once, without I/O and uncounted.
+    EXPECT_FALSE(dev->Spill(r, 0).ok());
+    EXPECT_EQ(Get(counters_.spill_errors), errors);
+    EXPECT_EQ(TierOf(r, 0), Tier::kHost);
+    // After the backoff the spill goes through, and the bytes come back.
+    env_.AdvanceClock(1'000'000'000);
+    ASSERT_TRUE(dev->Spill(r, 0).ok());
+    EXPECT_EQ(TierOf(r, 0), Tier::kDisk);
+    EXPECT_EQ(Get(counters_.disk_degraded), 0u);
+    EXPECT_EQ(CheckPattern(PageBase(r, 0), kPage, Seed(0, version)), -1);
+    WritePattern(PageBase(r, 0), kPage, Seed(0, ++version));
+    ASSERT_TRUE(dev->Demote(r, 0).ok());
+  }
+}
+
+TEST_F(SimDiskTest, ReadErrorsAndBitFlipsInTransitAreRetried) {
+  SpillStore* store = MakeStore(8);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(8 * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  RegionPtr region = HostRegion(*dev, 9, 2);
+  ASSERT_TRUE(region);
+  Region& r = *region;
+  for (uint32_t p = 0; p < 2; ++p) ASSERT_TRUE(dev->Spill(r, p).ok());
+  env_.Arm(Fault::kReadIoError, 1);
+  EXPECT_EQ(CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)), -1);
+  env_.Arm(Fault::kReadBitFlip, 1);
+  EXPECT_EQ(CheckPattern(PageBase(r, 1), kPage, Seed(1, 1)), -1);
+  EXPECT_EQ(Get(counters_.restore_errors), 1u);
+  EXPECT_EQ(Get(counters_.checksum_mismatches), 1u);
+  EXPECT_EQ(Get(counters_.restored_pages), 2u);
+  EXPECT_EQ(store->used_slots(), 0u);
+}
+
+// Runs in the death test's child: spills a page whose copy on disk gets a
+// bit flipped, then touches it. Returns only if the process was not stopped.
+void TouchAPageCorruptedOnDisk(const std::string& dir) {
+  FaultEnv env(Env::Default());
+  Result<std::unique_ptr<SpillStore>> store =
+      SpillStore::Create(storage_test::SmallConfig(dir, 8, kPage), &env, nullptr);
+  if (!store.ok()) return;
+  SimDeviceConfig config;
+  config.capacity_bytes = 8 * kPage;
+  config.store = store.value().get();
+  Result<std::unique_ptr<SimDevice>> dev = SimDevice::Create(config);
+  if (!dev.ok()) return;
+  Result<RegionPtr> made = dev.value()->CreateRegion(7, 4 * kPage, kPage, "kv-corrupt");
+  if (!made.ok()) return;
+  Region& r = *made.value();
+  WritePattern(PageBase(r, 2), kPage, 5);
+  if (!dev.value()->Demote(r, 2).ok()) return;
+  env.Arm(Fault::kDiskBitFlip, 1);
+  if (!dev.value()->Spill(r, 2).ok()) return;
+  (void)CheckPattern(PageBase(r, 2), kPage, 5);  // the restore stops the process here
+}
+
+TEST_F(SimDiskTest, APageCorruptedOnDiskStopsTheProcessNamingRegionPageAndFile) {
+  // No device, store or thread exists yet: the child forks single-threaded
+  // and builds its own.
+  EXPECT_EXIT(TouchAPageCorruptedOnDisk(dir_.path()), ::testing::KilledBySignal(SIGABRT),
+              "stopping the process: region 7 \\(kv-corrupt\\) page 2 cannot be restored from "
+              "the unlinked O_TMPFILE file in " +
+                  dir_.path() + ".*is corrupt");
+}
+
+TEST_F(SimDiskTest, TwoFaultsOnOneSpilledPageShareOneRead) {
+  SpillStore* store = MakeStore(8);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(8 * kPage, /*fault_threads=*/2, false, store);
+  ASSERT_TRUE(dev);
+  RegionPtr region = HostRegion(*dev, 10, 2);
+  ASSERT_TRUE(region);
+  Region& r = *region;
+  ASSERT_TRUE(dev->Spill(r, 0).ok());
+  env_.SetSlowDelay(500'000'000);
+  env_.Arm(Fault::kSlow, 1);  // the restore's read
+  int64_t bad[2] = {0, 0};
+  std::thread first([&] { bad[0] = CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)); });
+  ASSERT_TRUE(WaitForFlag(r, 0, kPageInFlight));
+  // The second toucher faults while the first fault's read is in flight; a
+  // Promote of the page meanwhile waits for the same read.
+  std::thread second([&] { bad[1] = CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)); });
+  Status promoted = Status::Error("not run");
+  std::thread prefetch([&] { promoted = dev->Promote(r, 0); });
+  first.join();
+  second.join();
+  prefetch.join();
+  EXPECT_EQ(bad[0], -1);
+  EXPECT_EQ(bad[1], -1);
+  EXPECT_TRUE(promoted.ok()) << promoted.message();
+  EXPECT_EQ(Get(counters_.restored_pages), 1u);
+  EXPECT_EQ(dev->coalesced_faults(), 1u);
+  EXPECT_EQ(env_.injected(Fault::kSlow), 1u);
+  EXPECT_EQ(store->used_slots(), 0u);
+}
+
+TEST_F(SimDiskTest, RestoresOfDifferentPagesReadInParallel) {
+  SpillStore* store = MakeStore(8);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(8 * kPage, /*fault_threads=*/2, false, store);
+  ASSERT_TRUE(dev);
+  RegionPtr region = HostRegion(*dev, 11, 2);
+  ASSERT_TRUE(region);
+  Region& r = *region;
+  for (uint32_t p = 0; p < 2; ++p) ASSERT_TRUE(dev->Spill(r, p).ok());
+  env_.SetSlowDelay(500'000'000);
+  env_.Arm(Fault::kSlow, 2);
+  int64_t bad[2] = {0, 0};
+  std::thread a([&] { bad[0] = CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)); });
+  std::thread b([&] { bad[1] = CheckPattern(PageBase(r, 1), kPage, Seed(1, 1)); });
+  // Both reads in flight at once: neither holds the device-wide lock.
+  bool both = false;
+  const auto deadline = std::chrono::steady_clock::now() + kEventDeadline;
+  while (!both && std::chrono::steady_clock::now() < deadline) {
+    both = (r.pages[0].flags.load() & kPageInFlight) && (r.pages[1].flags.load() & kPageInFlight);
+    if (!both) std::this_thread::yield();
+  }
+  a.join();
+  b.join();
+  EXPECT_TRUE(both) << "the two restores never overlapped";
+  EXPECT_EQ(bad[0], -1);
+  EXPECT_EQ(bad[1], -1);
+  EXPECT_EQ(Get(counters_.restored_pages), 2u);
+}
+
+TEST_F(SimDiskTest, PromoteRestoresASpilledPageSoTheTouchDoesNotFault) {
+  SpillStore* store = MakeStore(8);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(2 * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  RegionPtr region = HostRegion(*dev, 12, 4);
+  ASSERT_TRUE(region);
+  Region& r = *region;
+  for (uint32_t p = 0; p < 4; ++p) ASSERT_TRUE(dev->Spill(r, p).ok());
+  ASSERT_TRUE(events_.WaitForFaults(4));
+  const uint64_t faults = Get(counters_.faults);
+  const uint64_t evictions = Get(counters_.driver_evictions);
+  for (uint32_t p = 0; p < 4; ++p) {
+    ASSERT_TRUE(dev->Promote(r, p).ok());
+    EXPECT_EQ(TierOf(r, p), Tier::kDevice);
+    EXPECT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1);
+  }
+  EXPECT_EQ(Get(counters_.faults), faults) << "promoted pages must not fault";
+  EXPECT_EQ(Get(counters_.promoted_pages), 4u);
+  EXPECT_EQ(Get(counters_.restored_pages), 4u);
+  // The device holds two pages: restoring made room by evicting to the host.
+  EXPECT_EQ(Get(counters_.driver_evictions), evictions + 2);
+  EXPECT_LE(Get(counters_.device_peak_bytes), 2 * kPage);
+  EXPECT_EQ(store->used_slots(), 0u);
+}
+
+TEST_F(SimDiskTest, DestroyRegionReturnsTheSlotsOfSpilledPages) {
+  SpillStore* store = MakeStore(8);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(8 * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  RegionPtr region = HostRegion(*dev, 13, 4);
+  ASSERT_TRUE(region);
+  for (uint32_t p = 0; p < 3; ++p) ASSERT_TRUE(dev->Spill(*region, p).ok());
+  // And one spill still writing when the region goes: destroy waits for it.
+  RegionPtr other = HostRegion(*dev, 14, 1);
+  ASSERT_TRUE(other);
+  env_.SetSlowDelay(200'000'000);
+  env_.Arm(Fault::kSlow, 1);
+  Status spilled = Status::Error("not run");
+  std::thread mover([&] { spilled = dev->Spill(*other, 0); });
+  ASSERT_TRUE(WaitForFlag(*other, 0, kPageInFlight));
+  dev->DestroyRegion(*other);
+  mover.join();
+  EXPECT_TRUE(spilled.ok()) << spilled.message();
+  EXPECT_EQ(store->used_slots(), 3u);
+  dev->DestroyRegion(*region);
+  EXPECT_EQ(store->used_slots(), 0u);
+  EXPECT_EQ(Get(counters_.disk_used_bytes), 0u);
+  EXPECT_EQ(Get(counters_.host_used_bytes), 0u);
+  EXPECT_EQ(Get(counters_.device_used_bytes), 0u);
+}
+
+}  // namespace
+}  // namespace kvtier::testing
