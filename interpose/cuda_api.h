@@ -1,4 +1,5 @@
-// cuda_api.h: the one place the interposer includes the CUDA runtime header.
+// cuda_api.h: the one place the interposer includes the CUDA runtime and
+// driver headers.
 //
 // The hooks must define the plain symbol names an application links against
 // (cudaMemcpy, not cudaMemcpy_ptds), so the per-thread-default-stream macros
@@ -17,8 +18,16 @@
 #endif
 
 #pragma GCC visibility push(default)
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #pragma GCC visibility pop
+
+// cuda.h renames cuGetProcAddress to cuGetProcAddress_v2 for callers; the
+// interposer defines both real symbols (a program or runtime built before
+// CUDA 12 asks libcuda for the four-argument cuGetProcAddress by name), so
+// the name must stay itself here. The other renames (cuMemAlloc ->
+// cuMemAlloc_v2, ...) are harmless: hooks.def spells the _v2 names.
+#undef cuGetProcAddress
 
 #if CUDART_VERSION < 13000
 #error \

@@ -4,13 +4,15 @@
 // launch fails with cudaErrorNotSupported, sets the sticky last error (the
 // check a program makes after <<<...>>>) and warns once. Passing the launch
 // to the real libcudart instead would fail there, invisibly to the simulated
-// cudaGetLastError, and the program would carry on as if its kernel ran. In
-// every other mode a launch passes through unchanged.
-// Thread-safety: any thread.
+// cudaGetLastError, and the program would carry on as if its kernel ran. With
+// a real device backend (kTier) the launch's arguments are scanned for
+// pointers into tiered regions first (launch_scan.h); otherwise a launch
+// passes through unchanged. Thread-safety: any thread.
 #include <atomic>
 
 #include "interpose/cudart_errors.h"
 #include "interpose/hook_table.h"
+#include "interpose/launch_scan.h"
 #include "interpose/preload.h"
 #include "runtime/log.h"
 
@@ -34,34 +36,44 @@ extern "C" {
 cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args,
                              size_t sharedMem, cudaStream_t stream) {
   HookScope scope;
-  if (scope.mode() == Mode::kSim) return SimLaunch("cudaLaunchKernel");
+  const Mode mode = scope.mode();
+  if (mode == Mode::kSim) return SimLaunch("cudaLaunchKernel");
+  if (mode == Mode::kTier) ScanRuntimeLaunch(func, args);
   return CallReal<HookId::cudaLaunchKernel>(func, gridDim, blockDim, args, sharedMem, stream);
 }
 
 cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim, void** args,
                                   size_t sharedMem, cudaStream_t stream) {
   HookScope scope;
-  if (scope.mode() == Mode::kSim) return SimLaunch("cudaLaunchKernel");
+  const Mode mode = scope.mode();
+  if (mode == Mode::kSim) return SimLaunch("cudaLaunchKernel");
+  if (mode == Mode::kTier) ScanRuntimeLaunch(func, args);
   return CallReal<HookId::cudaLaunchKernel_ptsz>(func, gridDim, blockDim, args, sharedMem, stream);
 }
 
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
   HookScope scope;
-  if (scope.mode() == Mode::kSim) return SimLaunch("cudaLaunchKernelExC");
+  const Mode mode = scope.mode();
+  if (mode == Mode::kSim) return SimLaunch("cudaLaunchKernelExC");
+  if (mode == Mode::kTier) ScanRuntimeLaunch(func, args);
   return CallReal<HookId::cudaLaunchKernelExC>(config, func, args);
 }
 
 cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func,
                                      void** args) {
   HookScope scope;
-  if (scope.mode() == Mode::kSim) return SimLaunch("cudaLaunchKernelExC");
+  const Mode mode = scope.mode();
+  if (mode == Mode::kSim) return SimLaunch("cudaLaunchKernelExC");
+  if (mode == Mode::kTier) ScanRuntimeLaunch(func, args);
   return CallReal<HookId::cudaLaunchKernelExC_ptsz>(config, func, args);
 }
 
 cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args,
                                         size_t sharedMem, cudaStream_t stream) {
   HookScope scope;
-  if (scope.mode() == Mode::kSim) return SimLaunch("cudaLaunchCooperativeKernel");
+  const Mode mode = scope.mode();
+  if (mode == Mode::kSim) return SimLaunch("cudaLaunchCooperativeKernel");
+  if (mode == Mode::kTier) ScanRuntimeLaunch(func, args);
   return CallReal<HookId::cudaLaunchCooperativeKernel>(func, gridDim, blockDim, args, sharedMem,
                                                        stream);
 }
@@ -69,7 +81,9 @@ cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 gridDim, dim3 blo
 cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim,
                                              void** args, size_t sharedMem, cudaStream_t stream) {
   HookScope scope;
-  if (scope.mode() == Mode::kSim) return SimLaunch("cudaLaunchCooperativeKernel");
+  const Mode mode = scope.mode();
+  if (mode == Mode::kSim) return SimLaunch("cudaLaunchCooperativeKernel");
+  if (mode == Mode::kTier) ScanRuntimeLaunch(func, args);
   return CallReal<HookId::cudaLaunchCooperativeKernel_ptsz>(func, gridDim, blockDim, args,
                                                             sharedMem, stream);
 }

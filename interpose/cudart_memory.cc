@@ -8,95 +8,24 @@
 // the device side lies inside one allocation (as libcudart would); a touch of
 // a tiered page that is not resident faults it back transparently.
 // cudaMemPrefetchAsync on a tiered region becomes a runtime hint (to the
-// device: will-need; to the host: cold). Thread-safety: any thread.
+// device: will-need; to the host: cold), and cudaMemAdvise on one is accepted
+// and ignored. The stream-ordered and managed allocations are in
+// cudart_alloc.cc. Thread-safety: any thread.
 #include <cstring>
 
+#include "interpose/alloc_paths.h"
 #include "interpose/cudart_common.h"
 #include "interpose/cudart_errors.h"
 #include "interpose/hook_table.h"
 #include "interpose/preload.h"
 #include "runtime/log.h"
 
-using kvtier::Counters;
-using kvtier::Log;
 using kvtier::RegionPtr;
 using kvtier::Runtime;
 using kvtier::SignalKind;
-using kvtier::WarnOnce;
 using namespace kvtier::interpose;
 
 namespace {
-
-std::atomic<bool> g_region_failure_warned{false};
-std::atomic<bool> g_bad_free_warned{false};
-
-// Tries to place the allocation in a tiered region. False: allocate plain.
-bool TryRegion(Runtime* rt, size_t size, const void* caller, void** out) {
-  if (rt == nullptr || !rt->ShouldTier(size, caller)) return false;
-  kvtier::Result<void*> region = rt->CreateRegion(size, caller);
-  if (region.ok()) {
-    *out = region.value();
-    return true;
-  }
-  WarnOnce(
-      &g_region_failure_warned,
-      "cudaMalloc(%zu bytes): cannot create a tiered region: %s; allocating plain device memory "
-      "instead (later failures are not printed)",
-      size, region.status().message().c_str());
-  return false;
-}
-
-void CountBadFree(Runtime* rt, void* ptr) {
-  if (rt) Counters::Add(rt->counters().bad_frees);
-  WarnOnce(
-      &g_bad_free_warned,
-      "cudaFree(%p): not the start of a device allocation (unknown pointer or freed twice); "
-      "returning cudaErrorInvalidValue (later bad frees are counted in bad_frees, not printed)",
-      ptr);
-}
-
-cudaError_t SimMalloc(void** devPtr, size_t size, const void* caller) {
-  if (devPtr == nullptr) return cudaErrorInvalidValue;
-  if (size == 0) {  // libcudart: success and a null pointer
-    *devPtr = nullptr;
-    return cudaSuccess;
-  }
-  Runtime* rt = Runtime::Get();
-  if (TryRegion(rt, size, caller, devPtr)) return cudaSuccess;
-  cudaError_t err = TheSimGpu().Alloc(size, RegionDeviceReserve(rt), devPtr);
-  if (err == cudaSuccess && rt) Counters::Add(rt->counters().plain_device_bytes, size);
-  Log(2, "cudaMalloc(%zu bytes): plain simulated device memory at %p (%s)", size,
-      err == cudaSuccess ? *devPtr : nullptr, SimErrorName(err));
-  return err;
-}
-
-cudaError_t SimFree(void* ptr) {
-  if (ptr == nullptr) return cudaSuccess;
-  Runtime* rt = Runtime::Get();
-  if (rt && rt->FreeRegion(ptr)) return cudaSuccess;
-  size_t bytes = TheSimGpu().Free(ptr);
-  if (bytes == 0) {
-    CountBadFree(rt, ptr);
-    return cudaErrorInvalidValue;
-  }
-  if (rt) {
-    Counters::Sub(rt->counters().plain_device_bytes, bytes);
-    Counters::Add(rt->counters().frees);
-  }
-  return cudaSuccess;
-}
-
-cudaError_t SimMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
-  if (free_bytes == nullptr || total_bytes == nullptr) return cudaErrorInvalidValue;
-  Runtime* rt = Runtime::Get();
-  SimGpu& gpu = TheSimGpu();
-  uint64_t total = gpu.total_bytes();
-  uint64_t used = gpu.memory().bytes() + RegionDeviceReserve(rt);
-  uint64_t extra = OversubscribedBytes(rt);
-  *free_bytes = (used < total ? total - used : 0) + extra;
-  *total_bytes = total + extra;
-  return cudaSuccess;
-}
 
 cudaError_t SimCopy(void* dst, const void* src, size_t count, int kind) {  // kind: a cudaMemcpyKind
   if (count == 0) return cudaSuccess;
@@ -174,23 +103,16 @@ cudaError_t SimAdvise(const void* ptr, size_t count, int advice,
 
 cudaError_t TierMalloc(void** devPtr, size_t size, const void* caller) {
   Runtime* rt = Runtime::Get();
-  if (devPtr != nullptr && size != 0 && TryRegion(rt, size, caller, devPtr)) return cudaSuccess;
+  if (devPtr != nullptr && TryRegion(rt, size, "cudaMalloc", caller, devPtr)) return cudaSuccess;
   cudaError_t err = CallReal<HookId::cudaMalloc>(devPtr, size);
-  if (err == cudaSuccess && devPtr != nullptr && *devPtr != nullptr && rt) {
-    RealPlainAllocations().Reserve(size, UINT64_MAX);
-    RealPlainAllocations().Insert(*devPtr, size);
-    Counters::Add(rt->counters().plain_device_bytes, size);
-  }
+  if (err == cudaSuccess && devPtr != nullptr) TrackPlain(rt, *devPtr, size);
   return err;
 }
 
 cudaError_t TierFree(void* devPtr) {
   Runtime* rt = Runtime::Get();
-  if (devPtr != nullptr && rt && rt->FreeRegion(devPtr)) return cudaSuccess;
-  if (size_t bytes = RealPlainAllocations().Remove(devPtr); bytes != 0 && rt) {
-    Counters::Sub(rt->counters().plain_device_bytes, bytes);
-    Counters::Add(rt->counters().frees);
-  }
+  if (FreeRegion(rt, devPtr)) return cudaSuccess;
+  UntrackPlain(rt, devPtr);
   // The real cudaFree decides about pointers kvtier never saw (and does
   // context set-up for cudaFree(nullptr)).
   return CallReal<HookId::cudaFree>(devPtr);
@@ -222,7 +144,7 @@ cudaError_t cudaMalloc(void** devPtr, size_t size) {
     case Mode::kPassThrough:
       break;
     case Mode::kSim:
-      return SimResult(NoThrow([&] { return SimMalloc(devPtr, size, caller); }));
+      return SimResult(NoThrow([&] { return SimAllocate(devPtr, size, "cudaMalloc", caller); }));
     case Mode::kTier:
       return NoThrow([&] { return TierMalloc(devPtr, size, caller); });
   }
@@ -235,7 +157,7 @@ cudaError_t cudaFree(void* devPtr) {
     case Mode::kPassThrough:
       break;
     case Mode::kSim:
-      return SimResult(NoThrow([&] { return SimFree(devPtr); }));
+      return SimResult(NoThrow([&] { return SimRelease(devPtr, "cudaFree"); }));
     case Mode::kTier:
       return NoThrow([&] { return TierFree(devPtr); });
   }
@@ -248,14 +170,10 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
     case Mode::kPassThrough:
       break;
     case Mode::kSim:
-      return SimResult(NoThrow([&] { return SimMemGetInfo(free, total); }));
+      return SimResult(NoThrow([&] { return SimMemInfo(free, total); }));
     case Mode::kTier: {
       cudaError_t err = CallReal<HookId::cudaMemGetInfo>(free, total);
-      if (err == cudaSuccess && free != nullptr && total != nullptr) {
-        uint64_t extra = OversubscribedBytes(Runtime::Get());
-        *free += extra;
-        *total += extra;
-      }
+      if (err == cudaSuccess) AddOversubscription(free, total);
       return err;
     }
   }
@@ -359,8 +277,11 @@ cudaError_t cudaMemPrefetchAsync_ptsz(const void* devPtr, size_t count,
 cudaError_t cudaMemAdvise(const void* devPtr, size_t count, enum cudaMemoryAdvise advice,
                           struct cudaMemLocation location) {
   HookScope scope;
-  if (scope.mode() != Mode::kSim)
-    return CallReal<HookId::cudaMemAdvise>(devPtr, count, advice, location);
+  const Mode mode = scope.mode();
+  if (mode == Mode::kTier && count != 0 && RegionCovering(Runtime::Get(), devPtr, count)) {
+    return cudaSuccess;  // accepted and ignored: kvtier's policy owns placement
+  }
+  if (mode != Mode::kSim) return CallReal<HookId::cudaMemAdvise>(devPtr, count, advice, location);
   const int raw_advice = RawEnum(advice);
   return SimResult(NoThrow([&] { return SimAdvise(devPtr, count, raw_advice, location); }));
 }

@@ -1,6 +1,8 @@
 // SimGpu: see sim_gpu.h.
 #include "interpose/sim_gpu.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -8,6 +10,11 @@ namespace kvtier::interpose {
 namespace {
 
 constexpr size_t kAlignment = 256;  // cudaMalloc's guarantee
+// Blocks from this size up are mapped directly (page-aligned, so aligned
+// enough): an engine's weights on an 80 GB simulated device are tens of GB
+// the program never touches, which must cost neither committed memory nor
+// the heap's (or a sanitizer's) per-byte bookkeeping.
+constexpr size_t kMapThreshold = size_t{1} << 20;
 // Fake handles live far from anything mapped and from the special stream
 // values 0, 1 and 2; nobody dereferences them.
 constexpr uintptr_t kFirstHandle = uintptr_t{0x7e57} << 32;
@@ -30,7 +37,15 @@ cudaError_t SimGpu::Alloc(size_t bytes, uint64_t reserved, void** out) {
   if (!memory_.Reserve(bytes, limit)) return cudaErrorMemoryAllocation;
   size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* p = nullptr;
-  if (rounded < bytes || posix_memalign(&p, kAlignment, rounded) != 0) {
+  bool ok = rounded >= bytes;
+  if (ok && rounded >= kMapThreshold) {
+    p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+             -1, 0);
+    ok = p != MAP_FAILED;
+  } else if (ok) {
+    ok = posix_memalign(&p, kAlignment, rounded) == 0;
+  }
+  if (!ok) {
     memory_.Unreserve(bytes);
     return cudaErrorMemoryAllocation;
   }
@@ -41,7 +56,13 @@ cudaError_t SimGpu::Alloc(size_t bytes, uint64_t reserved, void** out) {
 
 size_t SimGpu::Free(void* ptr) {
   size_t bytes = memory_.Remove(ptr);
-  if (bytes != 0) free(ptr);
+  if (bytes == 0) return 0;
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded >= kMapThreshold) {
+    munmap(ptr, rounded);
+  } else {
+    free(ptr);
+  }
   return bytes;
 }
 

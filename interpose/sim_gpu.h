@@ -2,7 +2,8 @@
 // (KVTIER_BACKEND=sim).
 //
 // One device (ordinal 0) whose memory is host memory: plain allocations are
-// 256-byte-aligned heap blocks counted against the device's total memory;
+// 256-byte-aligned heap blocks (1 MiB and up: anonymous mappings, committed
+// only where touched) counted against the device's total memory;
 // tiered regions come from the runtime and are not kept here. Streams and
 // events are fake handles (never dereferenced) and all work is synchronous:
 // an event records the time at cudaEventRecord. The device reports its name

@@ -1,9 +1,10 @@
 # ctest preload_exports: what libkvtier.so exports and what a CUDA 13 program
 # imports.
 #   cmake -DNM=nm -DLIB=libkvtier.so -DPROBE=cudart_probe -P check_exports.cmake
-# 1. libkvtier.so defines only CUDA hooks and kvtier_* in its dynamic symbol
-#    table; hooks with the CUDA 13 ABI carry @@libcudart.so.13, the others no
-#    version at all.
+# 1. libkvtier.so defines only CUDA runtime and driver hooks, dlsym and
+#    kvtier_* in its dynamic symbol table; runtime hooks with the CUDA 13 ABI
+#    carry @@libcudart.so.13, the others (and every driver hook) no version
+#    at all.
 # 2. The probe (linked against the real libcudart.so.13) imports versioned
 #    references, cudaGetDeviceCount@libcudart.so.13: the preload tests that run
 #    it show those bind to the unversioned definitions.
@@ -18,16 +19,17 @@ foreach(line ${lines})
     continue()
   endif()
   string(REGEX REPLACE "^[0-9a-fA-F]+ +[A-Za-z] +" "" sym "${line}")
-  if(NOT sym MATCHES "^(cuda[A-Za-z0-9_]+(@@libcudart\\.so\\.13)?|kvtier_[a-z_]+|libcudart\\.so\\.13)$")
+  if(NOT sym MATCHES "^(cuda[A-Za-z0-9_]+(@@libcudart\\.so\\.13)?|cu[A-Z][A-Za-z0-9_]+|dlsym|kvtier_[a-z_]+|libcudart\\.so\\.13)$")
     list(APPEND bad "${sym}")
   endif()
 endforeach()
 if(bad)
-  message(FATAL_ERROR "libkvtier.so exports symbols that are neither CUDA hooks nor kvtier_*: ${bad}")
+  message(FATAL_ERROR "libkvtier.so exports symbols that are neither CUDA hooks, dlsym nor kvtier_*: ${bad}")
 endif()
 foreach(expected " T cudaMalloc\n" " T cudaFree\n" " T cudaMemPrefetchAsync@@libcudart.so.13\n"
                  " T cudaMemAdvise@@libcudart.so.13\n" " T cudaGetDeviceProperties@@libcudart.so.13\n"
-                 " T kvtier_hint\n")
+                 " T cuMemAlloc_v2\n" " T cuGetProcAddress\n" " T cuGetProcAddress_v2\n"
+                 " T cuLaunchKernel_ptsz\n" " T dlsym\n" " T kvtier_hint\n")
   string(FIND "${lib_syms}" "${expected}" at)
   if(at EQUAL -1)
     string(STRIP "${expected}" what)
@@ -39,4 +41,4 @@ execute_process(COMMAND ${NM} -D ${PROBE} OUTPUT_VARIABLE probe_syms RESULT_VARI
 if(NOT probe_syms MATCHES " U cudaGetDeviceCount@libcudart\\.so\\.13\n")
   message(FATAL_ERROR "${PROBE} does not import cudaGetDeviceCount@libcudart.so.13:\n${probe_syms}")
 endif()
-message(STATUS "exports ok: only hooks and kvtier_*; CUDA 13-ABI hooks versioned; the probe imports versioned symbols")
+message(STATUS "exports ok: only hooks, dlsym and kvtier_*; CUDA 13-ABI hooks versioned; the probe imports versioned symbols")

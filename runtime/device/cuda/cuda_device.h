@@ -1,0 +1,22 @@
+// The CUDA backend's entry point (implementation in cuda_device.cc, compiled
+// wherever the CUDA toolkit exists; it reaches libcudart, libcuda and libcupti
+// through dlopen, so libkvtier.so loads on machines without them).
+#pragma once
+
+#include <memory>
+
+#include "runtime/counters.h"
+#include "runtime/device/device.h"
+#include "runtime/options.h"
+#include "runtime/status.h"
+
+namespace kvtier {
+
+// Makes the CUDA device backend for the current device, or fails (with a
+// message saying why) when no CUDA driver or device answers. Never asks UVM
+// to oversubscribe the card: the capacity is KVTIER_DEVICE_BUDGET, or 90% of
+// the memory free at start when it is 0, and never more than what is free.
+Result<std::unique_ptr<Device>> MakeCudaDevice(const Options& options, DeviceEvents* events,
+                                               Counters* counters);
+
+}  // namespace kvtier

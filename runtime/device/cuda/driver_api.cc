@@ -1,0 +1,106 @@
+// DriverApi: see driver_api.h.
+#include "runtime/device/cuda/driver_api.h"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <string>
+
+#include "runtime/device/cuda/real_dl.h"
+
+namespace kvtier::cuda {
+namespace {
+
+template <typename Fn>
+bool Resolve(void* lib, const char* name, Fn* out) {
+  *out = reinterpret_cast<Fn>(RealDlsym(lib, name));
+  return *out != nullptr;
+}
+
+}  // namespace
+
+Result<DriverApi> DriverApi::Load() {
+  DriverApi api;
+  api.library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (api.library == nullptr) api.library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (api.library == nullptr) {
+    return Status::Errorf("no CUDA driver: cannot load libcuda.so.1 (%s)", dlerror());
+  }
+  std::string missing;
+  auto need = [&](const char* name, auto* fn) {
+    if (!Resolve(api.library, name, fn)) missing += std::string(missing.empty() ? "" : ", ") + name;
+  };
+  need("cuInit", &api.cuInit);
+  need("cuDriverGetVersion", &api.cuDriverGetVersion);
+  need("cuDeviceGetCount", &api.cuDeviceGetCount);
+  need("cuDeviceGet", &api.cuDeviceGet);
+  need("cuDeviceGetAttribute", &api.cuDeviceGetAttribute);
+  need("cuDevicePrimaryCtxRetain", &api.cuDevicePrimaryCtxRetain);
+  need("cuDevicePrimaryCtxRelease_v2", &api.cuDevicePrimaryCtxRelease);
+  need("cuCtxGetDevice", &api.cuCtxGetDevice);
+  need("cuCtxPushCurrent_v2", &api.cuCtxPushCurrent);
+  need("cuCtxPopCurrent_v2", &api.cuCtxPopCurrent);
+  need("cuCtxGetStreamPriorityRange", &api.cuCtxGetStreamPriorityRange);
+  need("cuStreamCreateWithPriority", &api.cuStreamCreateWithPriority);
+  need("cuStreamSynchronize", &api.cuStreamSynchronize);
+  need("cuStreamDestroy_v2", &api.cuStreamDestroy);
+  need("cuMemGetInfo_v2", &api.cuMemGetInfo);
+  need("cuMemAllocManaged", &api.cuMemAllocManaged);
+  need("cuMemFree_v2", &api.cuMemFree);
+  need("cuGetErrorName", &api.cuGetErrorName);
+#if CUDA_VERSION >= 12020
+  Resolve(api.library, "cuMemPrefetchAsync_v2", &api.cuMemPrefetchAsyncLocation);
+  Resolve(api.library, "cuMemAdvise_v2", &api.cuMemAdviseLocation);
+#endif
+  // Unversioned names: the device-ordinal form in every driver that has them.
+  Resolve(api.library, "cuMemPrefetchAsync", &api.cuMemPrefetchAsyncDevice);
+  Resolve(api.library, "cuMemAdvise", &api.cuMemAdviseDevice);
+  if (api.cuMemPrefetchAsyncLocation == nullptr && api.cuMemPrefetchAsyncDevice == nullptr)
+    missing += std::string(missing.empty() ? "" : ", ") + "cuMemPrefetchAsync";
+  if (api.cuMemAdviseLocation == nullptr && api.cuMemAdviseDevice == nullptr)
+    missing += std::string(missing.empty() ? "" : ", ") + "cuMemAdvise";
+  if (!missing.empty()) {
+    return Status::Error("the CUDA driver (libcuda.so.1) lacks " + missing +
+                         "; update the NVIDIA driver");
+  }
+  return api;
+}
+
+const char* DriverApi::ErrorName(CUresult r) const {
+  const char* name = nullptr;
+  if (cuGetErrorName != nullptr && cuGetErrorName(r, &name) == CUDA_SUCCESS && name != nullptr)
+    return name;
+  static thread_local char buf[32];
+  snprintf(buf, sizeof buf, "CUresult %d", static_cast<int>(r));
+  return buf;
+}
+
+CUresult DriverApi::Prefetch(CUdeviceptr ptr, size_t bytes, bool to_host, CUdevice device,
+                             CUstream stream) const {
+#if CUDA_VERSION >= 12020
+  if (cuMemPrefetchAsyncLocation != nullptr) {
+    CUmemLocation loc{};
+    loc.type = to_host ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+    loc.id = to_host ? 0 : device;
+    return cuMemPrefetchAsyncLocation(ptr, bytes, loc, 0, stream);
+  }
+#endif
+  return cuMemPrefetchAsyncDevice(ptr, bytes, to_host ? CU_DEVICE_CPU : device, stream);
+}
+
+CUresult DriverApi::PreferLocation(CUdeviceptr ptr, size_t bytes, bool set, bool to_host,
+                                   CUdevice device) const {
+  const CUmem_advise advice =
+      set ? CU_MEM_ADVISE_SET_PREFERRED_LOCATION : CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION;
+#if CUDA_VERSION >= 12020
+  if (cuMemAdviseLocation != nullptr) {
+    CUmemLocation loc{};
+    loc.type = to_host ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+    loc.id = to_host ? 0 : device;
+    return cuMemAdviseLocation(ptr, bytes, advice, loc);
+  }
+#endif
+  return cuMemAdviseDevice(ptr, bytes, advice, to_host ? CU_DEVICE_CPU : device);
+}
+
+}  // namespace kvtier::cuda

@@ -1,0 +1,394 @@
+// UvmDevice: regions, moves and the budget (see uvm_device.h; the CUPTI
+// evidence and the maintenance thread are in uvm_evidence.cc).
+#include "runtime/device/cuda/uvm_device.h"
+
+#include <time.h>
+
+#include <string>
+
+#include "runtime/device/cuda/uvm_region.h"
+#include "runtime/log.h"
+#include "runtime/options.h"
+
+namespace kvtier::cuda {
+
+namespace {
+
+constexpr uint64_t kFreeMemoryRecheckNs = 50'000'000;
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
+}
+
+// Makes the device's primary context current on this thread for a scope (the
+// engine thread may have another one current, the policy thread none).
+class ScopedContext {
+ public:
+  ScopedContext(const DriverApi& api, CUcontext ctx) : api_(api), pushed_(false) {
+    if (ctx != nullptr) pushed_ = api_.cuCtxPushCurrent(ctx) == CUDA_SUCCESS;
+  }
+  ~ScopedContext() {
+    CUcontext popped;
+    if (pushed_) api_.cuCtxPopCurrent(&popped);
+  }
+  ScopedContext(const ScopedContext&) = delete;
+  ScopedContext& operator=(const ScopedContext&) = delete;
+
+ private:
+  const DriverApi& api_;
+  bool pushed_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<UvmDevice>> UvmDevice::Create(UvmDeviceConfig config) {
+  std::unique_ptr<UvmDevice> dev(new UvmDevice(std::move(config)));
+  {
+    std::lock_guard<std::mutex> lock(dev->mu_);
+    Result<DeviceState*> first = dev->DeviceLocked(dev->config_.device);
+    if (!first.ok()) return first.status();
+  }
+  UvmDevice* raw = dev.get();
+  dev->maintenance_ = std::make_unique<std::thread>([raw] { raw->MaintenanceLoop(); });
+  return dev;
+}
+
+Result<UvmDevice::DeviceState*> UvmDevice::DeviceLocked(CUdevice device) {
+  if (device < 0 || device >= kMaxDevices) {
+    return Status::Errorf("CUDA backend: device %d is beyond the %d it supports",
+                          static_cast<int>(device), kMaxDevices);
+  }
+  DeviceState& state = devices_[device];
+  if (state.ready) return &state;
+  const DriverApi& api = config_.api;
+  CUcontext context = nullptr;
+  CUresult r = CUDA_SUCCESS;
+  if (device == config_.device) {
+    context = config_.context;  // retained by MakeCudaDevice, released by us
+  } else if (config_.context != nullptr &&
+             (r = api.cuDevicePrimaryCtxRetain(&context, device)) != CUDA_SUCCESS) {
+    return Status::Errorf("CUDA backend: cannot retain the primary context of GPU %d (%s)",
+                          static_cast<int>(device), api.ErrorName(r));
+  }
+  ScopedContext ctx(api, context);
+  int least = 0, greatest = 0;
+  // The numerically greatest priority is the lowest: migrations yield to
+  // the engine's kernels and copies.
+  if (api.cuCtxGetStreamPriorityRange(&least, &greatest) != CUDA_SUCCESS) least = 0;
+  CUstream stream = nullptr;
+  r = api.cuStreamCreateWithPriority(&stream, CU_STREAM_NON_BLOCKING, least);
+  if (r != CUDA_SUCCESS) {
+    if (context != nullptr && device != config_.device) api.cuDevicePrimaryCtxRelease(device);
+    return Status::Errorf("CUDA backend: cannot create a migration stream on GPU %d (%s)",
+                          static_cast<int>(device), api.ErrorName(r));
+  }
+  state.ready = true;
+  state.context = context;
+  state.stream = stream;
+  return &state;
+}
+
+UvmDevice::UvmDevice(UvmDeviceConfig config)
+    : config_(std::move(config)), counters_(config_.counters ? *config_.counters : own_counters_) {
+  resident_.prev = resident_.next = &resident_;
+}
+
+UvmDevice::~UvmDevice() {
+  if (forked_.load()) {
+    // The parent's thread, stream and memory are not this process's to free.
+    (void)maintenance_.release();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (maintenance_ && maintenance_->joinable()) maintenance_->join();
+  delete cupti_.exchange(nullptr);
+  std::vector<UvmRegion*> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [base, r] : by_base_) left.push_back(r);
+  }
+  for (UvmRegion* r : left) DestroyRegion(*r->region);
+  for (int d = 0; d < kMaxDevices; ++d) {
+    DeviceState& state = devices_[d];
+    if (!state.ready) continue;
+    {
+      ScopedContext ctx(config_.api, state.context);
+      if (config_.api.cuStreamDestroy) config_.api.cuStreamDestroy(state.stream);
+    }
+    if (state.context != nullptr) config_.api.cuDevicePrimaryCtxRelease(d);
+  }
+}
+
+Status UvmDevice::Usable() const {
+  if (forked_.load(std::memory_order_relaxed)) {
+    return Status::Error(
+        "CUDA backend: this is a fork child; the parent's CUDA context cannot be used here");
+  }
+  return Status::Ok();
+}
+
+void UvmDevice::AfterForkInChild() { forked_.store(true); }
+
+uint64_t UvmDevice::resident_bytes() const {
+  return resident_bytes_.load(std::memory_order_relaxed);
+}
+
+void UvmDevice::StartCupti() {
+  if (!config_.use_cupti) return;
+  auto source = CuptiSource::Start(this);
+  if (!source.ok()) {
+    Log(1, "CUDA backend: %s; tiering continues on launches and hints",
+        source.status().message().c_str());
+    return;
+  }
+  cupti_.store(source.value().release(), std::memory_order_release);
+  Log(1, "CUDA backend: observing GPU page faults through CUPTI");
+}
+
+Result<RegionPtr> UvmDevice::CreateRegion(RegionId id, size_t bytes, size_t page_size,
+                                          std::string tag) {
+  if (Status s = Usable(); !s.ok()) return s;
+  if (bytes == 0 || page_size == 0) return Status::Error("CUDA backend: empty region");
+  // CUPTI starts with the first region, outside the runtime's start-up (its
+  // initialisation calls into the driver and may start threads).
+  std::call_once(cupti_once_, [this] { StartCupti(); });
+  const uint64_t rounded = (uint64_t{bytes} + page_size - 1) / page_size * page_size;
+  // The engine's device: the one whose context is current on this thread.
+  CUdevice device = config_.device;
+  if (config_.context != nullptr && config_.api.cuCtxGetDevice(&device) != CUDA_SUCCESS) {
+    device = config_.device;
+  }
+  CUcontext context = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Result<DeviceState*> state = DeviceLocked(device);
+    if (!state.ok()) return state.status();
+    context = state.value()->context;
+  }
+  CUdeviceptr ptr = 0;
+  {
+    ScopedContext ctx(config_.api, context);
+    CUresult r = config_.api.cuMemAllocManaged(&ptr, rounded, CU_MEM_ATTACH_GLOBAL);
+    if (r != CUDA_SUCCESS) {
+      return Status::Errorf("CUDA backend: cuMemAllocManaged(%llu bytes) failed: %s",
+                            static_cast<unsigned long long>(rounded), config_.api.ErrorName(r));
+    }
+  }
+  auto region =
+      std::make_shared<Region>(id, static_cast<uintptr_t>(ptr), bytes, page_size, std::move(tag));
+  auto* r = new UvmRegion{region, device, std::make_unique<Link[]>(region->pages.size())};
+  for (uint32_t p = 0; p < region->pages.size(); ++p) r->links[p] = Link{nullptr, nullptr, r, p};
+  region->backend = r;
+  std::lock_guard<std::mutex> lock(mu_);
+  by_base_[region->base] = r;
+  return RegionPtr(region);
+}
+
+void UvmDevice::DestroyRegion(Region& region) {
+  auto* r = static_cast<UvmRegion*>(region.backend);
+  if (r == nullptr) return;
+  RegionPtr keep = r->region;  // the caller's reference may be the last
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_base_.find(region.base);
+    if (it == by_base_.end() || it->second != r) return;
+    by_base_.erase(it);
+    for (uint32_t p = 0; p < region.pages.size(); ++p) {
+      Tier t = region.pages[p].tier.load(std::memory_order_relaxed);
+      if (t == Tier::kDevice) {
+        Link& l = r->links[p];
+        l.prev->next = l.next;
+        l.next->prev = l.prev;
+        l.prev = l.next = nullptr;
+        resident_bytes_.fetch_sub(region.page_size, std::memory_order_relaxed);
+      }
+      Account(t, region.page_size, /*add=*/false);
+    }
+  }
+  region.backend = nullptr;
+  if (!forked_.load()) {
+    ScopedContext ctx(config_.api, devices_[r->device].context);
+    // cuMemFree waits for work still using the memory.
+    CUresult res = config_.api.cuMemFree(static_cast<CUdeviceptr>(region.base));
+    if (res != CUDA_SUCCESS) {
+      Log(0, "CUDA backend: freeing region %u failed: %s", region.id, config_.api.ErrorName(res));
+    }
+  }
+  delete r;
+}
+
+Result<UvmRegion*> UvmDevice::FindLocked(const Region& region, uint32_t page) const {
+  auto* r = static_cast<UvmRegion*>(region.backend);
+  auto it = by_base_.find(region.base);
+  if (r == nullptr || it == by_base_.end() || it->second != r) {
+    return Status::Errorf("CUDA backend: region %u is not one of this device's", region.id);
+  }
+  if (page >= region.pages.size()) {
+    return Status::Errorf("CUDA backend: region %u has no page %u", region.id, page);
+  }
+  return r;
+}
+
+UvmRegion* UvmDevice::FindByAddressLocked(uintptr_t addr) const {
+  auto it = by_base_.upper_bound(addr);
+  if (it == by_base_.begin()) return nullptr;
+  --it;
+  const Region& region = *it->second->region;
+  return addr - it->first < region.pages.size() * region.page_size ? it->second : nullptr;
+}
+
+Status UvmDevice::MoveLocked(UvmRegion& r, uint32_t page, bool to_host) {
+  const Region& region = *r.region;
+  const CUdeviceptr at = static_cast<CUdeviceptr>(region.PageAddr(page));
+  const DriverApi& api = config_.api;
+  const DeviceState& dev = devices_[r.device];  // ready since the region's creation
+  ScopedContext ctx(api, dev.context);
+  // Preferred location device while kvtier wants the page there (the driver
+  // migrates it back after a CPU touch); none once demoted, so that a GPU
+  // touch migrates it back instead of reading host memory remotely.
+  CUresult res =
+      to_host ? api.PreferLocation(at, region.page_size, false, false, r.device) : CUDA_SUCCESS;
+  if (res == CUDA_SUCCESS) res = api.Prefetch(at, region.page_size, to_host, r.device, dev.stream);
+  if (res == CUDA_SUCCESS) res = api.cuStreamSynchronize(dev.stream);
+  if (res == CUDA_SUCCESS && !to_host) {
+    res = api.PreferLocation(at, region.page_size, true, false, r.device);
+  }
+  if (res != CUDA_SUCCESS) {
+    return Status::Errorf("CUDA backend: moving page %u of region %u to the %s failed: %s", page,
+                          region.id, to_host ? "host" : "device", api.ErrorName(res));
+  }
+  return Status::Ok();
+}
+
+Status UvmDevice::Demote(Region& region, uint32_t page) {
+  if (Status s = Usable(); !s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  Result<UvmRegion*> r = FindLocked(region, page);
+  if (!r.ok()) return r.status();
+  if (region.pages[page].tier.load(std::memory_order_relaxed) != Tier::kDevice) return Status::Ok();
+  if (Status s = MoveLocked(*r.value(), page, /*to_host=*/true); !s.ok()) return s;
+  SetTierLocked(*r.value(), page, Tier::kHost);
+  Counters::Add(counters_.demoted_pages);
+  Counters::Add(counters_.demoted_bytes, region.page_size);
+  return Status::Ok();
+}
+
+Status UvmDevice::Promote(Region& region, uint32_t page) {
+  if (Status s = Usable(); !s.ok()) return s;
+  std::vector<Evicted> evicted;
+  Status status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Result<UvmRegion*> r = FindLocked(region, page);
+    if (!r.ok()) return r.status();
+    if (region.pages[page].tier.load(std::memory_order_relaxed) == Tier::kDevice) {
+      return Status::Ok();
+    }
+    status = MakeRoomLocked(region.page_size, &evicted);
+    if (status.ok()) status = CheckFreeMemoryLocked(r.value()->device, region.page_size);
+    if (status.ok()) status = MoveLocked(*r.value(), page, /*to_host=*/false);
+    if (status.ok()) {
+      SetTierLocked(*r.value(), page, Tier::kDevice);
+      Counters::Add(counters_.promoted_pages);
+      Counters::Add(counters_.promoted_bytes, region.page_size);
+    }
+  }
+  Report(evicted, {});
+  return status;
+}
+
+Status UvmDevice::MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted) {
+  while (resident_bytes_.load(std::memory_order_relaxed) + bytes > config_.capacity_bytes) {
+    if (resident_.next == &resident_) {
+      return Status::Errorf(
+          "CUDA backend: a page of %llu bytes does not fit in the capacity of "
+          "%llu bytes",
+          static_cast<unsigned long long>(bytes),
+          static_cast<unsigned long long>(config_.capacity_bytes));
+    }
+    Link* victim = resident_.next;
+    UvmRegion& vr = *victim->owner;
+    const uint32_t vp = victim->page;
+    if (Status s = MoveLocked(vr, vp, /*to_host=*/true); !s.ok()) return s;
+    SetTierLocked(vr, vp, Tier::kHost);
+    Counters::Add(counters_.driver_evictions);
+    evicted->push_back({vr.region, vp});
+  }
+  return Status::Ok();
+}
+
+Status UvmDevice::CheckFreeMemoryLocked(CUdevice device, uint64_t bytes) {
+  DeviceState& dev = devices_[device];
+  const uint64_t now = NowNs();
+  if (dev.free_checked_ns == 0 || now - dev.free_checked_ns > kFreeMemoryRecheckNs) {
+    size_t free_bytes = 0, total = 0;
+    ScopedContext ctx(config_.api, dev.context);
+    if (config_.api.cuMemGetInfo(&free_bytes, &total) != CUDA_SUCCESS) return Status::Ok();
+    dev.free_bytes = free_bytes;
+    dev.free_checked_ns = now;
+  }
+  if (dev.free_bytes < bytes + config_.headroom_bytes) {
+    return Status::Errorf(
+        "CUDA backend: GPU %d has %s free, less than a page plus the %s kept free for the "
+        "engine; not promoting (lower KVTIER_DEVICE_BUDGET if this persists)",
+        static_cast<int>(device), FormatBytes(dev.free_bytes).c_str(),
+        FormatBytes(config_.headroom_bytes).c_str());
+  }
+  dev.free_bytes -= bytes;  // until the next check
+  return Status::Ok();
+}
+
+void UvmDevice::SetTierLocked(UvmRegion& r, uint32_t page, Tier to) {
+  PageRecord& rec = r.region->pages[page];
+  const Tier from = rec.tier.load(std::memory_order_relaxed);
+  if (from == to) return;
+  const uint64_t bytes = r.region->page_size;
+  Link& link = r.links[page];
+  if (from == Tier::kDevice) {
+    link.prev->next = link.next;
+    link.next->prev = link.prev;
+    link.prev = link.next = nullptr;
+    resident_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  }
+  if (to == Tier::kDevice) {  // newest at the tail
+    link.prev = resident_.prev;
+    link.next = &resident_;
+    resident_.prev->next = &link;
+    resident_.prev = &link;
+    resident_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  Account(from, bytes, /*add=*/false);
+  Account(to, bytes, /*add=*/true);
+  rec.tier.store(to, std::memory_order_release);
+}
+
+void UvmDevice::Account(Tier tier, uint64_t bytes, bool add) {
+  std::atomic<uint64_t>* gauge = nullptr;
+  switch (tier) {
+    case Tier::kDevice:
+      gauge = &counters_.device_used_bytes;
+      break;
+    case Tier::kHost:
+      gauge = &counters_.host_used_bytes;
+      break;
+    case Tier::kDisk:
+      gauge = &counters_.disk_used_bytes;
+      break;
+    case Tier::kUntouched:
+      return;
+  }
+  if (!add) {
+    Counters::Sub(*gauge, bytes);
+    return;
+  }
+  const uint64_t now = gauge->fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  if (tier == Tier::kDevice) Counters::Max(counters_.device_peak_bytes, now);
+}
+
+}  // namespace kvtier::cuda

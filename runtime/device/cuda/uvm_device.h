@@ -1,0 +1,167 @@
+// UvmDevice: the CUDA backend. Tiered regions are CUDA managed memory (UVM);
+// kvtier decides which pages live in GPU memory, the driver moves the bytes.
+//
+// - A region is one cuMemAllocManaged allocation of whole pages, made through
+//   the driver directly (driver_api.h), never through kvtier's hooks. It
+//   belongs to the device whose context is current on the allocating thread
+//   (the engine's cudaSetDevice), else the backend's first device; each
+//   device gets its primary context and its own migration stream on first
+//   use. The budget covers all of them (an engine process uses one device).
+// - Promote: prefetch the page to the device on the backend's own
+//   lowest-priority stream and set the device as its preferred location;
+//   Demote: unset the preferred location and prefetch it to the host. Both
+//   wait for their stream, so a move is complete when it returns. A GPU touch
+//   of a host page then faults and the driver migrates it back by itself.
+// - Evidence: CUPTI unified-memory records (cupti_source.h) arrive
+//   asynchronously; a GPU fault or a host-to-device migration the backend did
+//   not ask for makes the page device-resident (the driver moved it) and is
+//   reported with DeviceEvents::OnFault; an eviction the driver made
+//   (device-to-host, cause eviction) is reported with OnDriverEviction.
+//   Records are evidence, not inline handling: one may arrive after a later
+//   move of the same page, and the policy corrects such a page next tick.
+// - Budget: the backend keeps resident tiered pages at or below the capacity
+//   (KVTIER_DEVICE_BUDGET, never above the memory free at start): Promote makes
+//   room first (the least recently migrated page goes to the host, as UVM
+//   would), a Promote that would leave less than the headroom of device memory
+//   free for the engine fails, and pages faulted in beyond the capacity are
+//   sent back by the maintenance thread within one period. UVM itself is never
+//   asked to hold more than the capacity.
+// - Maintenance thread ("kvtier-uvm"): flushes CUPTI's buffers and enforces
+//   the budget every period.
+// - Fork: the child's CUDA context is unusable; AfterForkInChild makes every
+//   operation fail and the destructor leave the parent's state alone.
+// Thread-safety: every public method may be called from any thread. One mutex
+// guards the region map, the resident list and every residency change; moves
+// hold it across their stream wait (a page move, tens of microseconds).
+// DeviceEvents are called with no lock held.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/counters.h"
+#include "runtime/device/cuda/cupti_source.h"
+#include "runtime/device/cuda/driver_api.h"
+#include "runtime/device/device.h"
+
+namespace kvtier::cuda {
+
+struct UvmRegion;  // per-region state (uvm_device.cc)
+
+struct UvmDeviceConfig {
+  DriverApi api;
+  CUdevice device = 0;  // the device the budget was sized on
+  // Its primary context, retained (the backend releases it); null in tests,
+  // which then use `device` for every region and no contexts.
+  CUcontext context = nullptr;
+  uint64_t capacity_bytes = 0;
+  // A Promote fails while the device has less than this much free memory
+  // besides the page: the engine's own allocations must not be starved.
+  uint64_t headroom_bytes = uint64_t{256} << 20;
+  DeviceEvents* events = nullptr;
+  Counters* counters = nullptr;  // may be null (the device keeps its own)
+  bool use_cupti = true;
+  int maintenance_ms = 20;
+};
+
+class UvmDevice final : public Device, public UvmEventSink {
+ public:
+  // Creates the backend's stream and starts the maintenance thread.
+  static Result<std::unique_ptr<UvmDevice>> Create(UvmDeviceConfig config);
+  ~UvmDevice() override;
+  UvmDevice(const UvmDevice&) = delete;
+  UvmDevice& operator=(const UvmDevice&) = delete;
+
+  const char* kind() const override { return "cuda"; }
+  Result<RegionPtr> CreateRegion(RegionId id, size_t bytes, size_t page_size,
+                                 std::string tag) override;
+  void DestroyRegion(Region& region) override;
+  Status Demote(Region& region, uint32_t page) override;
+  Status Promote(Region& region, uint32_t page) override;
+  void AfterForkInChild() override;
+  uint64_t resident_bytes() const override;
+  uint64_t capacity_bytes() const override { return config_.capacity_bytes; }
+
+  // UvmEventSink (CUPTI records).
+  void OnUvmEvents(const UvmEvent* events, size_t count) override;
+
+  // One maintenance pass now: flush CUPTI (forced), then send pages beyond the
+  // capacity back to the host. Tests call it; the thread runs it periodically.
+  void Maintain();
+  // Thrashing reports received from the driver.
+  uint64_t thrashing_reports() const { return thrashing_.load(std::memory_order_relaxed); }
+  // Whether CUPTI records are being collected.
+  bool observing_faults() const { return cupti_.load(std::memory_order_acquire) != nullptr; }
+
+ private:
+  friend struct UvmRegion;
+  // The resident list: pages on the device, least recently migrated first
+  // (what UVM evicts first; it cannot see accesses to resident pages).
+  struct Link {
+    Link* prev = nullptr;
+    Link* next = nullptr;
+    UvmRegion* owner = nullptr;
+    uint32_t page = 0;
+  };
+  struct Evicted {
+    RegionPtr region;
+    uint32_t page;
+  };
+  struct Faulted {
+    RegionPtr region;
+    uint32_t page;
+    Tier from;
+    uint64_t wait_ns;
+  };
+  // What the backend holds on one device, set up on first use.
+  struct DeviceState {
+    bool ready = false;
+    CUcontext context = nullptr;  // its primary context, retained
+    CUstream stream = nullptr;    // the migration stream, lowest priority
+    uint64_t free_checked_ns = 0;
+    uint64_t free_bytes = 0;
+  };
+  static constexpr int kMaxDevices = 64;
+
+  explicit UvmDevice(UvmDeviceConfig config);
+  Status Usable() const;
+  Result<DeviceState*> DeviceLocked(CUdevice device);
+  Result<UvmRegion*> FindLocked(const Region& region, uint32_t page) const;
+  UvmRegion* FindByAddressLocked(uintptr_t addr) const;
+  // Moves one page and waits for it; the caller holds mu_.
+  Status MoveLocked(UvmRegion& r, uint32_t page, bool to_host);
+  Status MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted);
+  Status CheckFreeMemoryLocked(CUdevice device, uint64_t bytes);
+  void SetTierLocked(UvmRegion& r, uint32_t page, Tier to);
+  void Account(Tier tier, uint64_t bytes, bool add);
+  void Report(const std::vector<Evicted>& evicted, const std::vector<Faulted>& faulted);
+  void StartCupti();
+  void MaintenanceLoop();
+
+  const UvmDeviceConfig config_;
+  Counters own_counters_;
+  Counters& counters_;
+  std::atomic<bool> forked_{false};
+  std::atomic<uint64_t> resident_bytes_{0};
+  std::atomic<uint64_t> thrashing_{0};
+
+  mutable std::mutex mu_;
+  std::map<uintptr_t, UvmRegion*> by_base_;  // guarded by mu_
+  Link resident_;                            // guarded by mu_; sentinel, oldest first
+  DeviceState devices_[kMaxDevices];         // guarded by mu_
+
+  std::once_flag cupti_once_;
+  std::atomic<CuptiSource*> cupti_{nullptr};  // set once by StartCupti, owned
+
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // guarded by stop_mu_
+  std::unique_ptr<std::thread> maintenance_;
+};
+
+}  // namespace kvtier::cuda

@@ -1,0 +1,94 @@
+// AllocationMatcher: KVTIER_MATCH with alternatives and allocation-pattern
+// terms, on top of MatchRule (match.h).
+//
+// Size alone cannot tell an engine's KV pool from its weights: vLLM's 1 GiB
+// embedding and 224 MiB MLP weights are as large as its per-layer KV tensors,
+// and llama.cpp keeps all weights in one buffer and all KV in another. What
+// does tell them apart is the allocation pattern:
+//   vLLM       allocates one KV tensor per layer, all the same size, one after
+//              another, after the weights (whose sizes change from tensor to
+//              tensor: qkv, o, gate_up, down, ...) and after the memory
+//              profile (whose activations it frees again);
+//   llama.cpp  allocates its weights buffer, then its KV buffer, then its
+//              compute buffer, all from libggml-cuda.
+// Grammar (a superset of match.h's; match.h's terms keep their meaning):
+//   rule        := alternative (';' alternative)*   any alternative may hold
+//   alternative := term (',' term)*                 all terms must hold
+//   term        := size>=SIZE ... | index>=N ... | lib~TEXT | all | none
+//                | run>=N    the allocation is at least the N-th of a run of
+//                            consecutive allocations of exactly its size
+//                | nth>=N  nth>N  nth<=N  nth<N
+//                            its 0-based rank
+//   where a run and a rank count only the allocations that pass the
+//   alternative's other terms (so small allocations in between do not break
+//   a run of KV tensors, and "nth" counts e.g. large allocations from one
+//   library). Runs and ranks are decided as allocations arrive: the first
+//   N-1 allocations of a run cannot be known to start one, and stay plain.
+// kDefaultRule is the proposed default (see its comment).
+// Thread-safety: Decide is safe from any thread (one mutex, held for a few
+// comparisons); the rest is immutable after Parse.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/match.h"
+#include "runtime/status.h"
+
+namespace kvtier {
+
+// vLLM: runs of at least three equal allocations of 32 MiB or more (its
+// per-layer KV tensors; no two consecutive vLLM weights of that size are
+// equal, fused layers differ in shape, and 32 MiB is above PyTorch's 20 MiB
+// segments, which do repeat). llama.cpp: the second allocation of 64 MiB or
+// more from libggml (weights first, then KV, then the compute buffer).
+inline constexpr const char* kDefaultRule = "size>=32M,run>=3;lib~ggml,size>=64M,nth>=1,nth<2";
+
+class AllocationMatcher {
+ public:
+  // What one decision found, for KVTIER_VERBOSE=2 logs.
+  struct Decision {
+    bool tier = false;
+    int alternative = -1;  // the first alternative that held, or -1
+    uint64_t run = 0;      // that alternative's run length, this allocation included
+    uint64_t nth = 0;      // that alternative's rank of this allocation
+  };
+
+  // Fails with a message naming the bad term and the accepted form.
+  static Result<AllocationMatcher> Parse(std::string_view text);
+  AllocationMatcher() = default;
+  AllocationMatcher(AllocationMatcher&& other) noexcept;
+  AllocationMatcher& operator=(AllocationMatcher&& other) noexcept;
+
+  // Decides about the allocation number `index` (0-based, process order) of
+  // `size` bytes from `caller_lib` (may be empty when unknown), and records
+  // it in every alternative's runs and ranks.
+  Decision Decide(uint64_t size, uint64_t index, std::string_view caller_lib);
+  bool needs_caller() const { return needs_caller_; }
+  size_t alternatives() const { return alternatives_.size(); }
+
+ private:
+  enum class Op { kGe, kGt, kLe, kLt };
+  struct Count {
+    bool is_run;  // run>=N, else nth
+    Op op;
+    uint64_t value;
+  };
+  struct Alternative {
+    MatchRule base;  // the stateless terms
+    std::vector<Count> counts;
+    // Guarded by the matcher's mutex.
+    uint64_t seen = 0;       // allocations that passed `base`
+    uint64_t last_size = 0;  // size of the last of them
+    uint64_t run = 0;        // equal sizes in a row, the last included
+  };
+
+  std::mutex mu_;
+  std::vector<Alternative> alternatives_;
+  bool needs_caller_ = false;
+};
+
+}  // namespace kvtier

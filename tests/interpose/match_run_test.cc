@@ -1,0 +1,148 @@
+// AllocationMatcher (runtime/match_run.h): the grammar, table-driven, with
+// its errors; and the proposed default against vLLM's and llama.cpp's
+// allocation sequences (alloc_sequences.h): every KV allocation that can be
+// known as one is tiered, and no weight ever is.
+#include "runtime/match_run.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "alloc_sequences.h"
+
+namespace kvtier {
+namespace {
+
+using replay::kMiB;
+using replay::Role;
+
+struct Allocation {
+  uint64_t size;
+  const char* lib;
+};
+
+struct Case {
+  const char* rule;
+  std::vector<Allocation> allocations;
+  std::string expected;  // one character per allocation: T tiered, . plain
+};
+
+TEST(MatchRun, GrammarTable) {
+  const Case cases[] = {
+      {"size>=64M", {{64 * kMiB, ""}, {63 * kMiB, ""}}, "T."},
+      {"run>=2", {{8, ""}, {8, ""}, {8, ""}, {9, ""}, {8, ""}}, ".TT.."},
+      {"run>=3", {{8, ""}, {8, ""}, {8, ""}, {8, ""}, {9, ""}}, "..TT."},
+      // Runs count only allocations that pass the other terms: the small
+      // one in between does not break the run of large ones.
+      {"size>=1M,run>=2", {{2 * kMiB, ""}, {4096, ""}, {2 * kMiB, ""}}, "..T"},
+      {"nth>=1,nth<3", {{1, ""}, {2, ""}, {3, ""}, {4, ""}}, ".TT."},
+      {"nth>0,nth<=1", {{1, ""}, {2, ""}, {3, ""}}, ".T."},
+      {"lib~ggml,nth>=1",
+       {{5, "libggml-cuda.so"}, {5, "libc10.so"}, {5, "libggml-cuda.so"}},
+       "..T"},
+      // Alternatives: either holds; each keeps its own counts.
+      {"size<2;nth>=2", {{1, ""}, {5, ""}, {5, ""}, {1, ""}}, "T.TT"},
+      {"none;all", {{1, ""}}, "T"},
+      {"index>=1,run>=2", {{7, ""}, {7, ""}, {7, ""}}, "..T"},
+  };
+  for (const Case& c : cases) {
+    Result<AllocationMatcher> m = AllocationMatcher::Parse(c.rule);
+    ASSERT_TRUE(m.ok()) << c.rule << ": " << m.status().message();
+    std::string got;
+    uint64_t index = 0;
+    for (const Allocation& a : c.allocations) {
+      got += m.value().Decide(a.size, index++, a.lib).tier ? 'T' : '.';
+    }
+    EXPECT_EQ(got, c.expected) << c.rule;
+  }
+}
+
+TEST(MatchRun, DecisionSaysWhichAlternativeAndRun) {
+  auto m = AllocationMatcher::Parse("size<2;size>=8,run>=2");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m.value().alternatives(), 2u);
+  EXPECT_FALSE(m.value().Decide(8, 0, "").tier);
+  AllocationMatcher::Decision d = m.value().Decide(8, 1, "");
+  EXPECT_TRUE(d.tier);
+  EXPECT_EQ(d.alternative, 1);
+  EXPECT_EQ(d.run, 2u);
+  EXPECT_EQ(d.nth, 1u);
+  EXPECT_EQ(m.value().Decide(1, 2, "").alternative, 0);
+}
+
+TEST(MatchRun, BadRulesSayWhatIsWrongAndWhatIsAccepted) {
+  const std::pair<const char*, const char*> bad[] = {
+      {"", "empty match rule"},        {"size>=1M;", "empty alternative"},
+      {"run>2", "run takes >="},       {"run>=1", "at least 2"},
+      {"run>=x", "whole number"},      {"nth~3", "nth takes"},
+      {"nth>=", "whole number"},       {"size>=lots", "size>=lots"},
+      {"colour~red", "unknown field"},
+  };
+  for (const auto& [rule, why] : bad) {
+    Result<AllocationMatcher> m = AllocationMatcher::Parse(rule);
+    ASSERT_FALSE(m.ok()) << rule;
+    EXPECT_NE(m.status().message().find(why), std::string::npos)
+        << rule << " -> " << m.status().message();
+    EXPECT_NE(m.status().message().find("accepted"), std::string::npos) << m.status().message();
+  }
+}
+
+// Replays a sequence through the matcher; returns tiered/total per role.
+struct Tally {
+  int tiered[5] = {};
+  int total[5] = {};
+  int Tiered(Role r) const { return tiered[static_cast<int>(r)]; }
+  int Total(Role r) const { return total[static_cast<int>(r)]; }
+};
+
+Tally Replay(const char* rule, const std::vector<replay::Step>& steps, const char* lib) {
+  auto m = AllocationMatcher::Parse(rule);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  Tally t;
+  uint64_t index = 0;
+  for (const replay::Step& s : steps) {
+    if (s.free) continue;
+    const int role = static_cast<int>(s.role);
+    ++t.total[role];
+    if (m.value().Decide(s.bytes, index++, lib).tier) ++t.tiered[role];
+  }
+  return t;
+}
+
+TEST(MatchRun, DefaultCatchesVllmKvAndNoWeights) {
+  for (uint64_t kv : {64 * kMiB, 256 * kMiB, uint64_t{1050673152}, 2048 * kMiB}) {
+    Tally t =
+        Replay(kDefaultRule, replay::VllmLike(32, kv), "/usr/lib/python3/torch/lib/libc10_cuda.so");
+    EXPECT_EQ(t.Tiered(Role::kWeight), 0) << "kv " << kv;
+    EXPECT_EQ(t.Tiered(Role::kActivation), 0) << "kv " << kv;
+    // The first two of the run cannot be known as KV when they arrive.
+    EXPECT_EQ(t.Tiered(Role::kKv), 30) << "kv " << kv;
+    EXPECT_EQ(t.Total(Role::kKv), 32);
+  }
+}
+
+TEST(MatchRun, SizeAloneCatchesVllmWeights) {
+  // Why the default is not a size threshold: any threshold that catches a
+  // 256 MiB KV tensor catches the 1 GiB embedding and lm_head too.
+  Tally t = Replay("size>=64M", replay::VllmLike(32, 256 * kMiB), "libc10_cuda.so");
+  EXPECT_EQ(t.Tiered(Role::kKv), 32);
+  EXPECT_GT(t.Tiered(Role::kWeight), 60);
+}
+
+TEST(MatchRun, DefaultCatchesLlamaCppKvOnly) {
+  Tally t =
+      Replay(kDefaultRule, replay::LlamaCppLike(), "/opt/llama.cpp/build/bin/libggml-cuda.so");
+  EXPECT_EQ(t.Tiered(Role::kKv), 1);
+  EXPECT_EQ(t.Tiered(Role::kWeight), 0);
+  EXPECT_EQ(t.Tiered(Role::kCompute), 0);
+  EXPECT_EQ(t.Tiered(Role::kScratch), 0);
+}
+
+TEST(MatchRun, EachEnginesAlternativeLeavesTheOtherAlone) {
+  // llama.cpp's sequence from PyTorch's allocator: no run, no ggml library.
+  Tally t = Replay(kDefaultRule, replay::LlamaCppLike(), "libc10_cuda.so");
+  for (int r = 0; r < 5; ++r) EXPECT_EQ(t.tiered[r], 0) << replay::RoleName(static_cast<Role>(r));
+}
+
+}  // namespace
+}  // namespace kvtier
