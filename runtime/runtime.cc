@@ -74,7 +74,7 @@ const Options& Runtime::ProcessOptions() {
     Result<Options> parsed = ParseOptions(ProcessEnv());
     Status status = parsed.status();
     if (status.ok()) {
-      Result<MatchRule> match = MatchRule::Parse(parsed.value().match);
+      Result<AllocationMatcher> match = AllocationMatcher::Parse(parsed.value().match);
       if (!match.ok()) status = Status::Error("KVTIER_MATCH=" + parsed.value().match + ": " + match.status().message());
     }
     if (!status.ok()) {
@@ -137,7 +137,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
                                                  bool start_threads) {
   auto policy = MakePolicy(options.policy, options.move_bytes_per_tick);
   if (!policy) return Status::Errorf("KVTIER_POLICY=%s: unknown policy", options.policy.c_str());
-  Result<MatchRule> match = MatchRule::Parse(options.match);
+  Result<AllocationMatcher> match = AllocationMatcher::Parse(options.match);
   if (!match.ok()) return match.status().Annotate("KVTIER_MATCH=" + options.match);
 
   std::unique_ptr<Runtime> rt(new Runtime(options, nullptr));
@@ -207,7 +207,7 @@ Runtime::~Runtime() {
   }
 }
 
-bool Runtime::ShouldTier(size_t bytes, const void* caller) {
+bool Runtime::ShouldTier(size_t bytes, const void* caller, const char* api) {
   uint64_t index = alloc_index_.fetch_add(1, std::memory_order_relaxed);
   Counters::Add(counters_.allocations);
   std::string lib;
@@ -215,10 +215,18 @@ bool Runtime::ShouldTier(size_t bytes, const void* caller) {
     Dl_info info{};
     if (caller && dladdr(caller, &info) && info.dli_fname) lib = info.dli_fname;
   }
-  bool tier = match_.Matches(bytes, index, lib);
-  Log(2, "alloc #%llu: %zu bytes from %s: %s", static_cast<unsigned long long>(index), bytes,
-      lib.empty() ? "?" : lib.c_str(), tier ? "tiered" : "not matched");
-  return tier;
+  AllocationMatcher::Decision d = match_.Decide(bytes, index, lib);
+  if (d.tier) {
+    Log(2, "alloc #%llu via %s: %zu bytes (%s) from %s: tiered (rule %d, run %llu, nth %llu)",
+        static_cast<unsigned long long>(index), api, bytes, FormatBytes(bytes).c_str(),
+        lib.empty() ? "?" : lib.c_str(), d.alternative + 1,
+        static_cast<unsigned long long>(d.run), static_cast<unsigned long long>(d.nth));
+  } else {
+    Log(2, "alloc #%llu via %s: %zu bytes (%s) from %s: not matched",
+        static_cast<unsigned long long>(index), api, bytes, FormatBytes(bytes).c_str(),
+        lib.empty() ? "?" : lib.c_str());
+  }
+  return d.tier;
 }
 
 Result<void*> Runtime::CreateRegion(size_t bytes, const void* caller) {

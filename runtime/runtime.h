@@ -22,7 +22,7 @@
 
 #include "runtime/counters.h"
 #include "runtime/device/device.h"
-#include "runtime/match.h"
+#include "runtime/match_run.h"
 #include "runtime/options.h"
 #include "runtime/page_table.h"
 #include "runtime/policy.h"
@@ -65,8 +65,9 @@ class Runtime : public DeviceEvents {
   const RegionTable& regions() const { return regions_; }
 
   // Decides whether an allocation of `bytes` from `caller` (a return address)
-  // becomes a tiered region. Counts the allocation.
-  bool ShouldTier(size_t bytes, const void* caller);
+  // through `api` (the hooked function's name) becomes a tiered region.
+  // Counts the allocation; KVTIER_VERBOSE=2 logs the decision.
+  bool ShouldTier(size_t bytes, const void* caller, const char* api = "cudaMalloc");
   // Creates a tiered region; returns its base address.
   Result<void*> CreateRegion(size_t bytes, const void* caller);
   // Frees the region that starts at `ptr`; false if there is none.
@@ -100,7 +101,7 @@ class Runtime : public DeviceEvents {
   std::unique_ptr<Device> device_;     // after store_: destroyed before it
   RegionTable regions_;
   SignalRing ring_;
-  MatchRule match_;
+  AllocationMatcher match_;
   std::unique_ptr<Policy> policy_;
   std::unique_ptr<StatsSegment> stats_;
   std::atomic<uint32_t> next_region_id_{1};

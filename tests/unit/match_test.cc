@@ -60,3 +60,24 @@ TEST(MatchRule, ErrorsNameTheTermAndTheForm) {
 
 }  // namespace
 }  // namespace kvtier
+
+// The option table's default is the rule match_run.h documents and tests.
+#include "runtime/match_run.h"
+#include "runtime/options.h"
+
+namespace kvtier {
+namespace {
+
+TEST(MatchDefault, OptionTableUsesTheDocumentedDefaultRule) {
+  for (const OptionInfo& row : OptionTable()) {
+    if (std::string_view(row.field) == "match") {
+      EXPECT_STREQ(row.def, kDefaultRule);
+      EXPECT_TRUE(AllocationMatcher::Parse(row.def).ok());
+      return;
+    }
+  }
+  FAIL() << "no match row in the option table";
+}
+
+}  // namespace
+}  // namespace kvtier

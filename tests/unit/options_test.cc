@@ -173,7 +173,7 @@ TEST(ParseOptions, DefaultsWhenUnset) {
   EXPECT_EQ(o.high_watermark, 90);
   EXPECT_EQ(o.low_watermark, 75);
   EXPECT_EQ(o.move_bytes_per_tick, 256 * kMiB);
-  EXPECT_EQ(o.match, "size>=64M");
+  EXPECT_EQ(o.match, "size>=32M,run>=3;lib~ggml,size>=64M,nth>=1,nth<2");
   EXPECT_EQ(o.oversubscribe, 0.0);
   EXPECT_EQ(o.verbose, 0);
   EXPECT_TRUE(o.stats);
