@@ -16,6 +16,7 @@
 #include "runtime/device/cuda/cuda_device.h"
 #endif
 #include "runtime/log.h"
+#include "runtime/mover.h"
 #include "runtime/signal_apply.h"
 #include "runtime/stats_segment.h"
 #include "runtime/storage/spill_store.h"
@@ -318,20 +319,11 @@ void Runtime::ExecuteMoves(const Decisions& d, const std::vector<RegionPtr>& reg
     auto it = by_id.find(m.region);
     if (it == by_id.end()) continue;
     Region& r = *it->second;
-    if (m.page >= r.pages.size()) continue;
-    PageRecord& rec = r.pages[m.page];
-    Tier from = rec.tier.load(std::memory_order_relaxed);
-    if (from == m.to) continue;
+    Tier from = m.page < r.pages.size() ? r.pages[m.page].tier.load(std::memory_order_relaxed) : m.to;
     Status st;
-    if (m.to == Tier::kDevice) {
-      st = device_->Promote(r, m.page);
-      rec.flags.fetch_and(static_cast<uint8_t>(~kPageWillNeed), std::memory_order_relaxed);
-    } else if (m.to == Tier::kHost) {
-      st = device_->Demote(r, m.page);
-    } else if (m.to == Tier::kDisk) {
-      st = device_->Spill(r, m.page);
-    }
-    if (!st.ok()) {
+    MoveOutcome outcome = MovePage(*device_, r, m, tick_, &st);
+    if (outcome == MoveOutcome::kAlreadyThere) continue;
+    if (outcome == MoveOutcome::kFailed) {
       // A region freed since this tick's snapshot refuses moves: not an error.
       if (!regions_.FindById(r.id)) continue;
       static std::atomic<bool> warned{false};
@@ -339,7 +331,6 @@ void Runtime::ExecuteMoves(const Decisions& d, const std::vector<RegionPtr>& reg
                m.page, r.id, TierName(m.to), st.message().c_str());
       continue;
     }
-    rec.last_move = tick_;
     moved += r.page_size;
     Log(3, "moved page %u of region %u %s -> %s", m.page, r.id, TierName(from), TierName(m.to));
   }

@@ -1,6 +1,7 @@
 // TickDriver: Runtime::Tick on virtual time (see tick_driver.h).
 #include "tools/bench/tick_driver.h"
 
+#include "runtime/mover.h"
 #include "runtime/signal_apply.h"
 
 namespace kvtier::bench {
@@ -83,24 +84,14 @@ void TickDriver::Tick(uint64_t t_ns) {
       continue;
     }
     auto it = by_id_.find(m.region);
-    if (it == by_id_.end() || m.page >= it->second->pages.size()) continue;
+    if (it == by_id_.end()) continue;
     Region& r = *it->second;
-    PageRecord& rec = r.pages[m.page];
-    if (rec.tier.load(std::memory_order_relaxed) == m.to) continue;
-    Status st;
-    if (m.to == Tier::kDevice) {
-      st = device_->Promote(r, m.page);
-      rec.flags.fetch_and(static_cast<uint8_t>(~kPageWillNeed), std::memory_order_relaxed);
-    } else if (m.to == Tier::kHost) {
-      st = device_->Demote(r, m.page);
-    } else if (m.to == Tier::kDisk) {
-      st = device_->Spill(r, m.page);
-    }
-    if (!st.ok()) {
+    MoveOutcome outcome = MovePage(*device_, r, m, tick);
+    if (outcome == MoveOutcome::kAlreadyThere) continue;
+    if (outcome == MoveOutcome::kFailed) {
       ++stats_.moves_failed;
       continue;
     }
-    rec.last_move = tick;
     moved += r.page_size;
     ++stats_.moves;
   }
