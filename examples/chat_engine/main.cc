@@ -8,6 +8,7 @@
 //     ./chat_engine --layers 8 --kv-bytes 512M
 // Exit status: 0 all verified, 1 device error, 2 bad flags, 3 integrity failure.
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine.h"
@@ -32,6 +34,7 @@ struct Flags {
   std::string compute = "cpu";
   int weights = 4;
   int weight_mib = 8;
+  std::string hold;  // --hold FILE: wait for FILE before freeing memory
 };
 
 void Usage(FILE* out) {
@@ -51,7 +54,9 @@ void Usage(FILE* out) {
           "  --weights N        weight buffers before the KV cache (4)\n"
           "  --weight-mib N     size of each weight buffer (8)\n"
           "  --compute MODE     cpu: direct access, only on the kvtier simulated GPU;\n"
-          "                     copy: cudaMemcpy staging, any device; cuda: kernels (cpu)\n");
+          "                     copy: cudaMemcpy staging, any device; cuda: kernels (cpu)\n"
+          "  --hold FILE        after the report, keep the memory allocated until FILE\n"
+          "                     exists (polled every 10 ms, at most 60 s), then free it\n");
 }
 
 bool ParseSize(const char* text, uint64_t* out) {
@@ -140,6 +145,10 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       ok = ParseSize(value, &f->kv_bytes) && f->kv_bytes > 0;
       if (!ok)
         fprintf(stderr, "chat_engine: --kv-bytes=%s: expected a size such as 512M or 2G\n", value);
+    } else if (name == "--hold") {
+      f->hold = value;
+      ok = !f->hold.empty();
+      if (!ok) fprintf(stderr, "chat_engine: --hold needs a file name\n");
     } else if (name == "--compute") {
       f->compute = value;
       ok = f->compute == "cpu" || f->compute == "copy" || f->compute == "cuda";
@@ -184,6 +193,23 @@ bool ContainsNoCase(std::string text, std::string word) {
     return s;
   };
   return lower(std::move(text)).find(lower(std::move(word))) != std::string::npos;
+}
+
+// --hold: the process stays as it is, memory allocated and idle, until
+// another program creates `path`, so tools can look at a stable state.
+void HoldUntilExists(const std::string& path) {
+  printf("chat_engine: holding until %s exists\n", path.c_str());
+  constexpr auto kPoll = std::chrono::milliseconds(10);
+  constexpr auto kLimit = std::chrono::seconds(60);
+  const auto deadline = std::chrono::steady_clock::now() + kLimit;
+  while (access(path.c_str(), F_OK) != 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      fprintf(stderr, "chat_engine: --hold %s: the file did not appear within 60 s; going on\n",
+              path.c_str());
+      return;
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
 }
 
 }  // namespace
@@ -304,12 +330,6 @@ int main(int argc, char** argv) {
       return 3;
     }
   }
-  for (void* p : kv) Check(cudaFree(p), "cudaFree(KV layer)");
-  for (void* p : weights) Check(cudaFree(p), "cudaFree(weights)");
-  Check(cudaEventDestroy(start), "cudaEventDestroy");
-  Check(cudaEventDestroy(stop), "cudaEventDestroy");
-  Check(cudaGetLastError(), "cudaGetLastError");
-
   const chat::EngineStats& s = engine.stats();
   uint64_t layer_block = uint64_t(cfg.layers) * cfg.block_bytes;
   printf("chat_engine: served %" PRId64 " sessions, %" PRId64 " turns in %" PRId64 " steps\n",
@@ -323,6 +343,14 @@ int main(int argc, char** argv) {
   printf("chat_engine: integrity checks passed %" PRId64 " (blocks x layers), weights %d intact\n",
          s.checks_passed, flags.weights);
   printf("chat_engine: wall %.2f s (device events %.2f s)\n", wall, device_ms / 1000.0);
+  if (!flags.hold.empty()) HoldUntilExists(flags.hold);
+
+  for (void* p : kv) Check(cudaFree(p), "cudaFree(KV layer)");
+  for (void* p : weights) Check(cudaFree(p), "cudaFree(weights)");
+  Check(cudaEventDestroy(start), "cudaEventDestroy");
+  Check(cudaEventDestroy(stop), "cudaEventDestroy");
+  Check(cudaGetLastError(), "cudaGetLastError");
+
   printf("chat_engine: OK\n");
   return 0;
 }
