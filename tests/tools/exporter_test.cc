@@ -129,11 +129,17 @@ TEST_F(ExporterTest, EveryFieldIsAWellFormedFamily) {
 #undef KVTIER_STAT
   for (const stats::FieldInfo& f : stats::Fields()) {
     const bool counter = f.kind == stats::FieldKind::kCounter;
-    const std::string name = std::string("kvtier_") + f.name + (counter ? "_total" : "");
+    // Nanosecond fields are exported in seconds, as Prometheus expects.
+    std::string base = f.name;
+    const bool ns = base.size() > 3 && base.compare(base.size() - 3, 3, "_ns") == 0;
+    if (ns) base.replace(base.size() - 3, 3, "_seconds");
+    const std::string name = "kvtier_" + base + (counter ? "_total" : "");
     EXPECT_EQ(e.type[name], counter ? "counter" : "gauge") << name;
     EXPECT_EQ(e.help[name], f.doc) << name;
-    EXPECT_EQ(e.Value(name, pid), static_cast<double>(f.get(expected))) << name;
+    const double want = static_cast<double>(f.get(expected)) / (ns ? 1e9 : 1.0);
+    EXPECT_NEAR(e.Value(name, pid), want, ns ? 1e-9 : 0.0) << name;
   }
+  EXPECT_EQ(e.type.count("kvtier_fault_ns_total"), 0u) << "time must be exported in seconds";
   EXPECT_EQ(e.Value("kvtier_demoted_bytes_total", pid), 10.0 * Synthetic::kDemotedBytes);
   EXPECT_EQ(e.Value("kvtier_device_used_bytes", pid), static_cast<double>(Synthetic::kDeviceUsed));
   for (const auto& [name, type] : e.type) {

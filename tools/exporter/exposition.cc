@@ -103,10 +103,16 @@ std::string RenderExposition(const std::vector<stats::ReadResult>& results) {
 
   for (const stats::FieldInfo& f : stats::Fields()) {
     const bool counter = f.kind == stats::FieldKind::kCounter;
-    const std::string name = std::string("kvtier_") + f.name + (counter ? "_total" : "");
+    // Prometheus measures time in seconds: fault_ns becomes fault_seconds_total.
+    std::string base = f.name;
+    const bool nanoseconds = base.size() > 3 && base.compare(base.size() - 3, 3, "_ns") == 0;
+    if (nanoseconds) base.replace(base.size() - 3, 3, "_seconds");
+    const std::string name = "kvtier_" + base + (counter ? "_total" : "");
     Family(&out, name, counter ? "counter" : "gauge", f.doc);
-    for (const kvtier_stats_segment* s : ok)
-      out += name + Labels(*s) + " " + std::to_string(f.get(*s)) + "\n";
+    for (const kvtier_stats_segment* s : ok) {
+      const uint64_t v = f.get(*s);
+      out += name + Labels(*s) + " " + (nanoseconds ? Seconds(v) : std::to_string(v)) + "\n";
+    }
   }
   return out;
 }
