@@ -48,6 +48,10 @@ void SortColdestFirst(std::vector<PageRef>* pages) {
 
 }  // namespace
 
+void LruPolicy::OnSignal(const Signal& signal, const Region& region) {
+  if (signal.kind == SignalKind::kWillNeed) hints_pending_ = true;
+}
+
 void LruPolicy::Decide(const PolicyView& view, Decisions* out) {
   uint64_t device_used = view.device().used;
   if (uint64_t excess = BytesOverWatermark(view.device())) {
@@ -66,16 +70,18 @@ void LruPolicy::Decide(const PolicyView& view, Decisions* out) {
   }
 
   // Prefetch hinted pages while the device stays below its high watermark.
+  if (!hints_pending_) return;
   for (const RegionPtr& r : *view.regions) {
     for (uint32_t p = 0; p < r->pages.size(); ++p) {
       const PageRecord& rec = r->pages[p];
       if (!(rec.flags.load(std::memory_order_relaxed) & kPageWillNeed)) continue;
       if (rec.tier.load(std::memory_order_relaxed) == Tier::kDevice) continue;
-      if (device_used + r->page_size > view.device().high) return;
+      if (device_used + r->page_size > view.device().high) return;  // more wait for room
       out->moves.push_back({r->id, p, Tier::kDevice});
       device_used += r->page_size;
     }
   }
+  hints_pending_ = false;  // every hinted page is on its way
 }
 
 }  // namespace kvtier

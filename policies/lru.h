@@ -15,7 +15,13 @@ namespace kvtier {
 class LruPolicy : public Policy {
  public:
   const char* name() const override { return "lru"; }
+  void OnSignal(const Signal& signal, const Region& region) override;
   void Decide(const PolicyView& view, Decisions* out) override;
+
+ private:
+  // A WILL_NEED hint arrived and may still wait for room: only then does
+  // Decide scan every page for hinted ones.
+  bool hints_pending_ = false;
 };
 
 // Shared building blocks for policies: collect the candidate pages of one

@@ -96,10 +96,29 @@ TEST(LruPolicy, Table) {
     Fixture f;
     for (size_t i = 0; i < c.regions.size(); ++i) f.AddRegion(c.regions[i], c.ages[i]);
     LruPolicy policy;
+    // Hinted pages got their flag from a WILL_NEED signal, which the policy sees too.
+    for (const RegionPtr& r : f.regions) {
+      for (uint32_t p = 0; p < r->pages.size(); ++p) {
+        if (r->pages[p].flags & kPageWillNeed) policy.OnSignal({SignalKind::kWillNeed, r->id, p, 1, 0}, *r);
+      }
+    }
     Decisions d;
     policy.Decide(f.View(c.device_budget, c.host_budget, c.disk_budget), &d);
     EXPECT_EQ(d.moves, c.expected) << c.name;
   }
+}
+
+TEST(LruPolicy, HintedPagesWaitForRoomAcrossTicks) {
+  Fixture f;
+  f.AddRegion("DDDDDDDDDW", {});
+  LruPolicy policy;
+  policy.OnSignal({SignalKind::kWillNeed, 1, 9, 1, 0}, *f.regions[0]);
+  Decisions d;
+  policy.Decide(f.View(10, 100, 0), &d);  // 9 of 10 used: at the high watermark, no room
+  EXPECT_TRUE(d.moves.empty());
+  f.regions[0]->pages[0].tier = Tier::kHost;  // room appears
+  policy.Decide(f.View(10, 100, 0), &d);
+  EXPECT_EQ(d.moves, (std::vector<Move>{{1, 9, Tier::kDevice}})) << "the hint must survive a tick without room";
 }
 
 TEST(LruPolicy, InFlightPagesAreSkipped) {
