@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "runtime/page_table.h"
+
 namespace kvtier {
 
 struct Counters {
@@ -27,5 +29,24 @@ struct Counters {
     }
   }
 };
+
+// Adds (or, add=false, removes) `bytes` on the used-bytes gauge of `tier`,
+// raising device_peak_bytes as device residency grows. The one place the
+// backends book a page changing tier; kUntouched holds no bytes.
+inline void AccountTierBytes(Counters& c, Tier tier, uint64_t bytes, bool add) {
+  std::atomic<uint64_t>* gauge = nullptr;
+  switch (tier) {
+    case Tier::kDevice: gauge = &c.device_used_bytes; break;
+    case Tier::kHost: gauge = &c.host_used_bytes; break;
+    case Tier::kDisk: gauge = &c.disk_used_bytes; break;
+    case Tier::kUntouched: return;
+  }
+  if (!add) {
+    Counters::Sub(*gauge, bytes);
+    return;
+  }
+  const uint64_t now = gauge->fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  if (tier == Tier::kDevice) Counters::Max(c.device_peak_bytes, now);
+}
 
 }  // namespace kvtier

@@ -369,26 +369,7 @@ void UvmDevice::SetTierLocked(UvmRegion& r, uint32_t page, Tier to) {
 }
 
 void UvmDevice::Account(Tier tier, uint64_t bytes, bool add) {
-  std::atomic<uint64_t>* gauge = nullptr;
-  switch (tier) {
-    case Tier::kDevice:
-      gauge = &counters_.device_used_bytes;
-      break;
-    case Tier::kHost:
-      gauge = &counters_.host_used_bytes;
-      break;
-    case Tier::kDisk:
-      gauge = &counters_.disk_used_bytes;
-      break;
-    case Tier::kUntouched:
-      return;
-  }
-  if (!add) {
-    Counters::Sub(*gauge, bytes);
-    return;
-  }
-  const uint64_t now = gauge->fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  if (tier == Tier::kDevice) Counters::Max(counters_.device_peak_bytes, now);
+  AccountTierBytes(counters_, tier, bytes, add);
 }
 
 }  // namespace kvtier::cuda

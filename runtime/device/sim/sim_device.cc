@@ -332,24 +332,8 @@ void SimDevice::SetTierLocked(SimRegion& r, uint32_t page, Tier to) {
 }
 
 void SimDevice::Account(Tier tier, uint64_t bytes, bool add) {
-  std::atomic<uint64_t>* gauge = nullptr;
-  switch (tier) {
-    case Tier::kDevice:
-      gauge = &counters_.device_used_bytes;
-      break;
-    case Tier::kHost:
-      gauge = &counters_.host_used_bytes;
-      break;
-    case Tier::kDisk:       // the store counts its slots as they are written and freed
-    case Tier::kUntouched:  // holds no bytes
-      return;
-  }
-  if (!add) {
-    Counters::Sub(*gauge, bytes);
-    return;
-  }
-  const uint64_t now = gauge->fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  if (tier == Tier::kDevice) Counters::Max(counters_.device_peak_bytes, now);
+  // The store books disk bytes itself, as slots are written and freed.
+  if (tier != Tier::kDisk) AccountTierBytes(counters_, tier, bytes, add);
 }
 
 void SimDevice::DegradeLocked(Lock& lock, SimRegion& r, const Status& why) {
