@@ -61,11 +61,13 @@ TEST_F(SimDiskTest, SpilledPagesLeaveMemoryAndComeBackOnATouchFromAnotherThread)
     for (uint32_t p = 0; p < 4; ++p) bad[p] = CheckPattern(PageBase(r, p), kPage, Seed(p, 1));
   });
   engine.join();
+  // The handler wakes the engine thread with the page installed, then books
+  // it (tier, counters) before reporting the fault: wait for the report.
+  ASSERT_TRUE(events_.WaitForFaults(4 + 4));
   for (uint32_t p = 0; p < 4; ++p) {
     EXPECT_EQ(bad[p], -1) << "page " << p;
     EXPECT_EQ(TierOf(r, p), Tier::kDevice);
   }
-  ASSERT_TRUE(events_.WaitForFaults(4 + 4));
   for (size_t i = 4; i < 8; ++i) EXPECT_EQ(events_.faults()[i].from, Tier::kDisk);
   EXPECT_EQ(Get(counters_.restored_pages), 4u);
   EXPECT_EQ(store->used_slots(), 0u);
