@@ -23,6 +23,11 @@ struct TierUsage {
   uint64_t budget = 0;  // 0: the tier does not exist
   uint64_t high = 0;    // start demoting out of the tier above this
   uint64_t low = 0;     // ... down to this
+
+  // A tier's usage with watermarks given in percent of its budget.
+  static TierUsage Of(uint64_t used, uint64_t budget, uint64_t high_pct, uint64_t low_pct) {
+    return {used, budget, budget / 100 * high_pct, budget / 100 * low_pct};
+  }
 };
 
 struct PolicyView {

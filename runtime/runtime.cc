@@ -358,12 +358,8 @@ void Runtime::Tick() {
   view.now = tick_;
   view.regions = &regions;
   auto usage = [&](uint64_t used, uint64_t budget) {
-    TierUsage u;
-    u.used = used;
-    u.budget = budget;
-    u.high = budget / 100 * static_cast<uint64_t>(options_.high_watermark);
-    u.low = budget / 100 * static_cast<uint64_t>(options_.low_watermark);
-    return u;
+    return TierUsage::Of(used, budget, static_cast<uint64_t>(options_.high_watermark),
+                         static_cast<uint64_t>(options_.low_watermark));
   };
   view.tier[0] = usage(device_->resident_bytes(), device_->capacity_bytes());
   view.tier[1] = usage(Counters::Get(counters_.host_used_bytes), Counters::Get(counters_.host_budget_bytes));

@@ -63,12 +63,8 @@ void TickDriver::Tick(uint64_t t_ns) {
   view.now = tick;
   view.regions = &regions_;
   auto usage = [&](uint64_t used, uint64_t budget) {
-    TierUsage u;
-    u.used = used;
-    u.budget = budget;
-    u.high = budget / 100 * static_cast<uint64_t>(config_.high_watermark);
-    u.low = budget / 100 * static_cast<uint64_t>(config_.low_watermark);
-    return u;
+    return TierUsage::Of(used, budget, static_cast<uint64_t>(config_.high_watermark),
+                         static_cast<uint64_t>(config_.low_watermark));
   };
   const ModelCosts& c = device_->costs();
   view.tier[0] = usage(device_->resident_bytes(), device_->capacity_bytes());
