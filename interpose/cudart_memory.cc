@@ -133,6 +133,29 @@ cudaError_t TierPrefetch(const void* ptr, size_t count, cudaMemLocation loc, uns
   return CallReal<id>(ptr, count, loc, flags, stream);
 }
 
+// One body for a copy hook and its per-thread-stream twin: `stream...` is
+// empty for the synchronous forms; an async form checks its stream first.
+template <HookId id, typename... Stream>
+cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, Stream... stream) {
+  HookScope scope;
+  if (scope.mode() != Mode::kSim) return CallReal<id>(dst, src, count, kind, stream...);
+  if constexpr (sizeof...(Stream) > 0) {
+    if (!TheSimGpu().ValidStream(stream...)) return SimResult(cudaErrorInvalidResourceHandle);
+  }
+  return SimResult(SimCopy(dst, src, count, RawEnum(kind)));
+}
+
+// The same for the fill hooks.
+template <HookId id, typename... Stream>
+cudaError_t Fill(void* devPtr, int value, size_t count, Stream... stream) {
+  HookScope scope;
+  if (scope.mode() != Mode::kSim) return CallReal<id>(devPtr, value, count, stream...);
+  if constexpr (sizeof...(Stream) > 0) {
+    if (!TheSimGpu().ValidStream(stream...)) return SimResult(cudaErrorInvalidResourceHandle);
+  }
+  return SimResult(SimFill(devPtr, value, count));
+}
+
 }  // namespace
 
 extern "C" {
@@ -181,61 +204,37 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  HookScope scope;
-  if (scope.mode() != Mode::kSim) return CallReal<HookId::cudaMemcpy>(dst, src, count, kind);
-  return SimResult(SimCopy(dst, src, count, RawEnum(kind)));
+  return Copy<HookId::cudaMemcpy>(dst, src, count, kind);
 }
 
 cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  HookScope scope;
-  if (scope.mode() != Mode::kSim) return CallReal<HookId::cudaMemcpy_ptds>(dst, src, count, kind);
-  return SimResult(SimCopy(dst, src, count, RawEnum(kind)));
+  return Copy<HookId::cudaMemcpy_ptds>(dst, src, count, kind);
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
                             cudaStream_t stream) {
-  HookScope scope;
-  if (scope.mode() != Mode::kSim)
-    return CallReal<HookId::cudaMemcpyAsync>(dst, src, count, kind, stream);
-  if (!TheSimGpu().ValidStream(stream)) return SimResult(cudaErrorInvalidResourceHandle);
-  return SimResult(SimCopy(dst, src, count, RawEnum(kind)));
+  return Copy<HookId::cudaMemcpyAsync>(dst, src, count, kind, stream);
 }
 
 cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
                                  cudaStream_t stream) {
-  HookScope scope;
-  if (scope.mode() != Mode::kSim)
-    return CallReal<HookId::cudaMemcpyAsync_ptsz>(dst, src, count, kind, stream);
-  if (!TheSimGpu().ValidStream(stream)) return SimResult(cudaErrorInvalidResourceHandle);
-  return SimResult(SimCopy(dst, src, count, RawEnum(kind)));
+  return Copy<HookId::cudaMemcpyAsync_ptsz>(dst, src, count, kind, stream);
 }
 
 cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
-  HookScope scope;
-  if (scope.mode() != Mode::kSim) return CallReal<HookId::cudaMemset>(devPtr, value, count);
-  return SimResult(SimFill(devPtr, value, count));
+  return Fill<HookId::cudaMemset>(devPtr, value, count);
 }
 
 cudaError_t cudaMemset_ptds(void* devPtr, int value, size_t count) {
-  HookScope scope;
-  if (scope.mode() != Mode::kSim) return CallReal<HookId::cudaMemset_ptds>(devPtr, value, count);
-  return SimResult(SimFill(devPtr, value, count));
+  return Fill<HookId::cudaMemset_ptds>(devPtr, value, count);
 }
 
 cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
-  HookScope scope;
-  if (scope.mode() != Mode::kSim)
-    return CallReal<HookId::cudaMemsetAsync>(devPtr, value, count, stream);
-  if (!TheSimGpu().ValidStream(stream)) return SimResult(cudaErrorInvalidResourceHandle);
-  return SimResult(SimFill(devPtr, value, count));
+  return Fill<HookId::cudaMemsetAsync>(devPtr, value, count, stream);
 }
 
 cudaError_t cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count, cudaStream_t stream) {
-  HookScope scope;
-  if (scope.mode() != Mode::kSim)
-    return CallReal<HookId::cudaMemsetAsync_ptsz>(devPtr, value, count, stream);
-  if (!TheSimGpu().ValidStream(stream)) return SimResult(cudaErrorInvalidResourceHandle);
-  return SimResult(SimFill(devPtr, value, count));
+  return Fill<HookId::cudaMemsetAsync_ptsz>(devPtr, value, count, stream);
 }
 
 cudaError_t cudaMemPrefetchAsync(const void* devPtr, size_t count, struct cudaMemLocation location,
