@@ -26,10 +26,6 @@ class LruPolicy : public Policy {
 
 // Shared building blocks for policies: collect the candidate pages of one
 // tier ordered by a key, and emit moves until enough bytes leave the tier.
-struct PageRef {
-  Region* region;
-  uint32_t page;
-};
 // Pages on `tier` that are neither pinned nor in flight.
 std::vector<PageRef> MovablePages(const PolicyView& view, Tier tier);
 // Emits moves of `pages` (in order) to `to` until `bytes_to_free` bytes are

@@ -1,6 +1,8 @@
 // MovePage (see mover.h).
 #include "runtime/mover.h"
 
+#include <vector>
+
 namespace kvtier {
 
 MoveOutcome MovePage(Device& device, Region& region, const Move& move, uint32_t now_tick,
@@ -30,6 +32,37 @@ MoveOutcome MovePage(Device& device, Region& region, const Move& move, uint32_t 
   }
   rec.last_move = now_tick;
   return MoveOutcome::kMoved;
+}
+
+void SpillPages(Device& device, std::span<const PageRef> pages, uint32_t now_tick,
+                std::span<MoveOutcome> outcomes, std::span<Status> errors) {
+  std::vector<PageRef> todo;
+  std::vector<size_t> index;  // todo[j] is pages[index[j]]
+  for (size_t i = 0; i < pages.size(); ++i) {
+    const Region& r = *pages[i].region;
+    errors[i] = Status::Ok();
+    if (pages[i].page >= r.pages.size()) {
+      outcomes[i] = MoveOutcome::kFailed;
+    } else if (r.pages[pages[i].page].tier.load(std::memory_order_relaxed) == Tier::kDisk) {
+      outcomes[i] = MoveOutcome::kAlreadyThere;
+    } else {
+      todo.push_back(pages[i]);
+      index.push_back(i);
+    }
+  }
+  if (todo.empty()) return;
+  std::vector<Status> results(todo.size());
+  device.SpillPages(todo, results);
+  for (size_t j = 0; j < todo.size(); ++j) {
+    const size_t i = index[j];
+    if (!results[j].ok()) {
+      outcomes[i] = MoveOutcome::kFailed;
+      errors[i] = std::move(results[j]);
+      continue;
+    }
+    todo[j].region->pages[todo[j].page].last_move = now_tick;
+    outcomes[i] = MoveOutcome::kMoved;
+  }
 }
 
 }  // namespace kvtier

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "runtime/device/device.h"
 #include "runtime/policy.h"
@@ -20,5 +21,11 @@ enum class MoveOutcome { kMoved, kAlreadyThere, kFailed };
 // (optional) receives the device's message on failure.
 MoveOutcome MovePage(Device& device, Region& region, const Move& move, uint32_t now_tick,
                      Status* error = nullptr);
+
+// Moves every page of `pages` to the disk tier in one device call, so their
+// writes are in flight together. outcomes[i] and errors[i] are what MovePage
+// would give for pages[i] (the spans have one size).
+void SpillPages(Device& device, std::span<const PageRef> pages, uint32_t now_tick,
+                std::span<MoveOutcome> outcomes, std::span<Status> errors);
 
 }  // namespace kvtier

@@ -91,4 +91,10 @@ struct Region {
 
 using RegionPtr = std::shared_ptr<Region>;
 
+// One page of a region (policies' candidate lists, batched device calls).
+struct PageRef {
+  Region* region = nullptr;
+  uint32_t page = 0;
+};
+
 }  // namespace kvtier

@@ -26,6 +26,9 @@ namespace {
 
 constexpr size_t kSignalRingCapacity = 1 << 16;
 constexpr uint64_t kPublishIntervalNs = 50'000'000;
+// Spills per device call: twice the store's queue depth keeps its pipeline
+// full through most of the group.
+constexpr size_t kSpillGroup = 16;
 
 uint64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -308,31 +311,67 @@ void Runtime::OnDriverEviction(Region& region, uint32_t page) {
 void Runtime::ExecuteMoves(const Decisions& d, const std::vector<RegionPtr>& regions) {
   std::unordered_map<RegionId, Region*> by_id;
   for (const RegionPtr& r : regions) by_id[r->id] = r.get();
+  auto find = [&](RegionId id) {
+    auto it = by_id.find(id);
+    return it == by_id.end() ? nullptr : it->second;
+  };
   uint64_t cap = options_.move_bytes_per_tick;
   uint64_t moved = 0;
   // Moves stop after two tick periods of work, whatever the byte cap: a tick
   // that spills for a second would leave faults and pressure unseen that
   // long. The policy decides again next tick from fresh state.
   const uint64_t deadline = NowNs() + 2 * static_cast<uint64_t>(options_.tick_ms) * 1'000'000;
-  for (const Move& m : d.moves) {
-    if ((cap && moved >= cap) || NowNs() > deadline) break;
-    auto it = by_id.find(m.region);
-    if (it == by_id.end()) continue;
-    Region& r = *it->second;
-    Tier from = m.page < r.pages.size() ? r.pages[m.page].tier.load(std::memory_order_relaxed) : m.to;
-    Status st;
-    MoveOutcome outcome = MovePage(*device_, r, m, tick_, &st);
-    if (outcome == MoveOutcome::kAlreadyThere) continue;
+  auto account = [&](Region& r, const Move& m, Tier from, MoveOutcome outcome, const Status& st) {
+    if (outcome == MoveOutcome::kAlreadyThere) return;
     if (outcome == MoveOutcome::kFailed) {
       // A region freed since this tick's snapshot refuses moves: not an error.
-      if (!regions_.FindById(r.id)) continue;
+      if (!regions_.FindById(r.id)) return;
       static std::atomic<bool> warned{false};
       WarnOnce(&warned, "move of page %u of region %u to %s failed: %s (later failures are counted, not printed)",
                m.page, r.id, TierName(m.to), st.message().c_str());
-      continue;
+      return;
     }
     moved += r.page_size;
     Log(3, "moved page %u of region %u %s -> %s", m.page, r.id, TierName(from), TierName(m.to));
+  };
+  auto tier_of = [](const Region& r, const Move& m) {
+    return m.page < r.pages.size() ? r.pages[m.page].tier.load(std::memory_order_relaxed) : m.to;
+  };
+  size_t i = 0;
+  while (i < d.moves.size() && !(cap && moved >= cap) && NowNs() <= deadline) {
+    const Move& m = d.moves[i];
+    if (m.to != Tier::kDisk) {
+      ++i;
+      Region* r = find(m.region);
+      if (r == nullptr) continue;
+      Tier from = tier_of(*r, m);
+      Status st;
+      MoveOutcome outcome = MovePage(*device_, *r, m, tick_, &st);
+      account(*r, m, from, outcome, st);
+      continue;
+    }
+    // A run of spills goes to the device as one group, so their writes are
+    // in flight together; the group stays within the byte cap.
+    std::vector<const Move*> group;
+    std::vector<PageRef> refs;
+    std::vector<Tier> from;
+    uint64_t group_bytes = 0;
+    for (; i < d.moves.size() && d.moves[i].to == Tier::kDisk && refs.size() < kSpillGroup;
+         ++i) {
+      if (cap && moved + group_bytes >= cap) break;
+      Region* r = find(d.moves[i].region);
+      if (r == nullptr) continue;
+      group.push_back(&d.moves[i]);
+      refs.push_back({r, d.moves[i].page});
+      from.push_back(tier_of(*r, d.moves[i]));
+      group_bytes += r->page_size;
+    }
+    std::vector<MoveOutcome> outcomes(refs.size());
+    std::vector<Status> errors(refs.size());
+    SpillPages(*device_, refs, tick_, outcomes, errors);
+    for (size_t j = 0; j < refs.size(); ++j) {
+      account(*refs[j].region, *group[j], from[j], outcomes[j], errors[j]);
+    }
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "runtime/page_table.h"
@@ -51,6 +52,12 @@ class Device {
   // Moves one host page to the disk tier. Default: unsupported.
   virtual Status Spill(Region& region, uint32_t page) {
     return Status::Error("this device backend has no disk tier");
+  }
+  // Spill for each of `pages` (results[i] for pages[i]; the spans have one
+  // size). A backend with a disk tier keeps several writes in flight;
+  // the default spills one page after another.
+  virtual void SpillPages(std::span<const PageRef> pages, std::span<Status> results) {
+    for (size_t i = 0; i < pages.size(); ++i) results[i] = Spill(*pages[i].region, pages[i].page);
   }
 
   // Called in the child after fork(): the parent's threads are gone and a

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <unordered_map>
 #include <vector>
 
@@ -31,6 +32,8 @@ class FaultQueue final : public IoQueue {
   }
 
   Status Submit(const IoRequest* reqs, size_t count) override {
+    in_flight_ += count;
+    env_->NoteInFlight(in_flight_);
     std::vector<IoRequest> pass;
     pass.reserve(count);
     for (size_t i = 0; i < count; ++i) {
@@ -69,6 +72,7 @@ class FaultQueue final : public IoQueue {
     synthetic_.clear();
     size_t first = out->size();
     Status st = base_->Wait(min > have ? min - have : 0, out);
+    in_flight_ -= std::min(in_flight_, out->size() - first + have);
     if (!st.ok()) return st;
     for (size_t i = first; i < out->size(); ++i) {
       auto it = after_.find((*out)[i].user_data);
@@ -123,9 +127,16 @@ class FaultQueue final : public IoQueue {
   std::unique_ptr<IoQueue> base_;
   std::vector<IoCompletion> synthetic_;
   std::unordered_map<uint64_t, After> after_;
+  size_t in_flight_ = 0;  // submitted, not yet returned by Wait
 };
 
 }  // namespace
+
+void FaultEnv::NoteInFlight(uint64_t n) {
+  uint64_t seen = max_in_flight_.load();
+  while (n > seen && !max_in_flight_.compare_exchange_weak(seen, n)) {
+  }
+}
 
 const char* FaultName(Fault f) {
   switch (f) {

@@ -57,6 +57,9 @@ class FaultEnv final : public Env {
   void AdvanceClock(uint64_t ns) { clock_ns_.fetch_add(ns); }
   // How many times `f` actually took effect.
   uint64_t injected(Fault f) const { return injected_[static_cast<int>(f)].load(); }
+  // The most requests one queue had submitted and not yet completed at once
+  // (whether spills and restores really overlap).
+  uint64_t max_in_flight() const { return max_in_flight_.load(); }
 
   Status CreateDir(const std::string& dir) override { return base_->CreateDir(dir); }
   Result<int> OpenTmpFile(const std::string& dir, bool direct) override;
@@ -73,6 +76,7 @@ class FaultEnv final : public Env {
   uint64_t Random();
   void Count(Fault f) { injected_[static_cast<int>(f)].fetch_add(1); }
   uint64_t slow_ns() const { return slow_ns_.load(); }
+  void NoteInFlight(uint64_t n);
 
  private:
   struct Rule {
@@ -92,6 +96,7 @@ class FaultEnv final : public Env {
   std::atomic<bool> refuse_tmpfile_{false}, refuse_direct_{false}, refuse_uring_{false};
   std::atomic<bool> manual_clock_{false};
   std::atomic<uint64_t> clock_ns_{0};
+  std::atomic<uint64_t> max_in_flight_{0};
 };
 
 }  // namespace kvtier

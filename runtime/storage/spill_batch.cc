@@ -50,20 +50,24 @@ void SpillBatch::AddRead(uint32_t slot, void* dst, size_t len, uint64_t checksum
 
 void SpillBatch::Submit() {
   std::vector<IoRequest> reqs;
+  std::vector<unsigned> writes;
   while (!queued_.empty() && !free_lanes_.empty()) {
     unsigned lane = free_lanes_.back();
     free_lanes_.pop_back();
     Op op = queued_.front();
     queued_.pop_front();
+    size_t before = reqs.size();
     Start(op, lane, &reqs);
-  }
-  // Checksum the writes while the device already moves their bytes: both
-  // only read the buffer, and the result is needed only at completion.
-  std::vector<unsigned> writes;
-  for (const IoRequest& r : reqs) {
-    if (r.kind == IoKind::kWrite) writes.push_back(static_cast<unsigned>(r.user_data));
+    if (reqs.size() > before && reqs.back().kind == IoKind::kWrite) {
+      writes.push_back(lane);
+      // A bounced write goes to the device as soon as it is copied, not
+      // after the copies of the whole refill.
+      if (lanes_[lane].bounce) SubmitRequests(&reqs);
+    }
   }
   SubmitRequests(&reqs);
+  // Checksum the writes while the device already moves their bytes: both
+  // only read the buffer, and the result is needed only at completion.
   for (unsigned lane : writes) {
     Op& op = lanes_[lane];
     op.checksum = PageChecksum(op.bounce ? bounce_[lane].data() : op.src, op.len);
@@ -121,8 +125,9 @@ Status SpillBatch::Pump(bool refill) {
   return Status::Ok();
 }
 
-bool SpillBatch::NeedsBounce(const void* p, size_t len) const {
-  if (!store_->config_.zero_copy) return true;
+bool SpillBatch::NeedsBounce(IoKind kind, const void* p, size_t len) const {
+  const SpillStoreConfig& c = store_->config_;
+  if (!(kind == IoKind::kWrite ? c.zero_copy_writes : c.zero_copy_reads)) return true;
   if (!store_->direct_) return false;
   return !IsAligned(p, kDirectAlign) || len % kDirectAlign != 0;
 }
@@ -166,7 +171,7 @@ void SpillBatch::Start(Op op, unsigned lane, std::vector<IoRequest>* reqs) {
       return Complete(lane, std::move(c));
     }
     op.slot = slot.value();
-    op.bounce = NeedsBounce(op.src, op.len);
+    op.bounce = NeedsBounce(op.kind, op.src, op.len);
   } else {
     if (!store_->SlotInUse(op.slot)) {
       c.status = Status::Errorf(
@@ -174,7 +179,7 @@ void SpillBatch::Start(Op op, unsigned lane, std::vector<IoRequest>* reqs) {
       c.failure = ReadFailure::kBadRequest;
       return Complete(lane, std::move(c));
     }
-    op.bounce = NeedsBounce(op.dst, op.len);
+    op.bounce = NeedsBounce(op.kind, op.dst, op.len);
   }
   if (op.bounce) {
     Status st = EnsureBounce();

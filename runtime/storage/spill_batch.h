@@ -4,9 +4,9 @@
 // work while the CPU copies and checksums the pages around it. Each read is
 // verified against its checksum and retried once (see SpillStore::Read).
 //
-// Bounce buffers (one page each, registered with io_uring) are allocated on
-// first need: page-aligned sources and destinations (the simulated device's
-// memfd mappings) go to the device directly.
+// Bounce buffers (one huge-page-backed page each, registered with io_uring)
+// are allocated on first need: writes copy through them by default, aligned
+// read destinations take the data directly (SpillStoreConfig says why).
 //
 // Thread-safety: single-owner; one thread at a time. Destroy before the store.
 #pragma once
@@ -63,7 +63,7 @@ class SpillBatch {
   };
 
   SpillBatch(SpillStore* store, std::unique_ptr<IoQueue> queue, unsigned depth);
-  bool NeedsBounce(const void* p, size_t len) const;
+  bool NeedsBounce(IoKind kind, const void* p, size_t len) const;
   Status EnsureBounce();
   // Prepares op for lane `lane` and appends its request; or completes it at
   // once (budget full, backoff, bad request).

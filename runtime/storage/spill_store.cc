@@ -107,7 +107,7 @@ Status SpillStore::Open() {
       // restore does not pay for setting one up (nor, when every request
       // bounces, for its buffer).
       std::unique_ptr<SpillBatch> lane(new SpillBatch(this, std::move(queue), 1));
-      if (!config_.zero_copy && !lane->EnsureBounce().ok()) lane.reset();
+      if (!config_.zero_copy_reads && !lane->EnsureBounce().ok()) lane.reset();
       if (lane) idle_sync_.push_back(std::move(lane));
       file_desc_ = std::string(tmpfile ? "unlinked O_TMPFILE file" : "unlinked spill file") +
                    " in " + config_.dir + " (fd " + std::to_string(fd_) + ")";
@@ -246,7 +246,11 @@ Result<uint32_t> SpillStore::AcquireSlot() {
     uint64_t page = config_.page_size;
     uint64_t end = SlotOffset(next_slot_) + page;
     if (end > file_bytes_) {
-      uint64_t step = AlignUp(std::max<uint64_t>(config_.grow_bytes, page), page);
+      // fallocate waits for every direct I/O in flight on the file (ext4's
+      // inode_dio_wait), draining the pipeline: double the file each time,
+      // so that happens a handful of times, not once per step.
+      uint64_t step =
+          AlignUp(std::max({config_.grow_bytes, page, file_bytes_}), page);
       uint64_t grow = std::min(step, uint64_t{max_slots_} * page - file_bytes_);
       Status st = env_->Allocate(fd_, file_bytes_, grow);
       if (!st.ok()) {

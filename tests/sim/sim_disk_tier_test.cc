@@ -6,9 +6,14 @@
 #include <signal.h>
 
 #include <atomic>
+#include <map>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "runtime/device/sim/sim_device.h"
+#include "runtime/options.h"
+#include "runtime/runtime.h"
 #include "tests/sim/sim_disk_test_util.h"
 
 namespace kvtier::testing {
@@ -102,6 +107,129 @@ TEST_F(SimDiskTest, SpillMovesOnlyHostPages) {
   Status s = no_disk->Spill(*other.value(), 0);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("KVTIER_DISK_BUDGET"), std::string::npos) << s.message();
+}
+
+TEST_F(SimDiskTest, SpillPagesKeepsTheStoresQueueDepthOfWritesInFlight) {
+  SpillStore* store = MakeStore(16);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(8 * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  constexpr uint32_t kHostPages = 10;
+  RegionPtr host = HostRegion(*dev, 20, kHostPages);
+  ASSERT_TRUE(host);
+  Result<RegionPtr> other = dev->CreateRegion(21, 2 * kPage, kPage, "device-and-untouched");
+  ASSERT_TRUE(other.ok());
+  WritePattern(PageBase(*other.value(), 0), kPage, 5);  // page 0 on the device, 1 untouched
+
+  std::vector<PageRef> refs;
+  for (uint32_t p = 0; p < kHostPages; ++p) refs.push_back({host.get(), p});
+  refs.push_back({other.value().get(), 0});
+  refs.push_back({other.value().get(), 1});
+  std::vector<Status> results(refs.size(), Status::Error("not set"));
+  dev->SpillPages(refs, results);
+  for (size_t i = 0; i < refs.size(); ++i) EXPECT_TRUE(results[i].ok()) << i;
+  for (uint32_t p = 0; p < kHostPages; ++p) EXPECT_EQ(TierOf(*host, p), Tier::kDisk) << p;
+  EXPECT_EQ(TierOf(*other.value(), 0), Tier::kDevice);
+  EXPECT_EQ(TierOf(*other.value(), 1), Tier::kUntouched);
+  EXPECT_EQ(store->used_slots(), kHostPages);
+  EXPECT_EQ(MemfdBytes(*host), 0u);
+  // Spilled one after another, at most one write would be in flight.
+  EXPECT_EQ(env_.max_in_flight(), 4u) << "the store's queue depth (SmallConfig)";
+  for (uint32_t p = 0; p < kHostPages; ++p) {
+    EXPECT_EQ(CheckPattern(PageBase(*host, p), kPage, Seed(p, 1)), -1) << p;
+  }
+}
+
+TEST_F(SimDiskTest, SpillPagesKeepsPagesWhoseWriteFailedOnTheHost) {
+  env_.SetClock(1'000'000'000);
+  SpillStore* store = MakeStore(16);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(8 * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  constexpr uint32_t kPages = 8;
+  RegionPtr region = HostRegion(*dev, 22, kPages);
+  ASSERT_TRUE(region);
+  Region& r = *region;
+  env_.Arm(Fault::kWriteIoError, 1, 2);  // the third write fails
+  std::vector<PageRef> refs;
+  for (uint32_t p = 0; p < kPages; ++p) refs.push_back({&r, p});
+  std::vector<Status> results(kPages);
+  dev->SpillPages(refs, results);
+  EXPECT_EQ(env_.injected(Fault::kWriteIoError), 1u);
+  EXPECT_EQ(Get(counters_.spill_errors), 1u);
+  uint32_t on_disk = 0;
+  for (uint32_t p = 0; p < kPages; ++p) {
+    // Writes started before the error complete; the store backs off for
+    // the rest, which stay on the host with an error.
+    EXPECT_EQ(results[p].ok(), TierOf(r, p) == Tier::kDisk) << p << ": " << results[p].message();
+    if (TierOf(r, p) == Tier::kDisk) {
+      ++on_disk;
+    } else {
+      EXPECT_EQ(TierOf(r, p), Tier::kHost) << p;
+    }
+  }
+  EXPECT_GE(on_disk, 2u);
+  EXPECT_LT(on_disk, kPages);
+  EXPECT_EQ(store->used_slots(), on_disk);
+  EXPECT_EQ(MemfdBytes(r), (kPages - on_disk) * kPage);
+  for (uint32_t p = 0; p < kPages; ++p) {
+    EXPECT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << p;
+  }
+}
+
+TEST_F(SimDiskTest, APolicyTickSpillsItsPagesAsOneGroup) {
+  const std::map<std::string, std::string> values = {
+      {"KVTIER_DEVICE_BUDGET", "512K"}, {"KVTIER_HOST_BUDGET", "1M"},
+      {"KVTIER_DISK_BUDGET", "16M"},    {"KVTIER_PAGE_SIZE", "256K"},
+      {"KVTIER_STATS", "0"},            {"KVTIER_MOVE_BYTES_PER_TICK", "0"}};
+  Result<Options> options = ParseOptions([&](const char* name) -> const char* {
+    auto it = values.find(name);
+    return it == values.end() ? nullptr : it->second.c_str();
+  });
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  // The runtime's device, over a store on env_ that counts into the
+  // runtime's counters (the disk budget it checks allocations against).
+  SpillStore* store = nullptr;
+  auto factory = [&](DeviceEvents* events, Counters* counters) -> Result<std::unique_ptr<Device>> {
+    Result<std::unique_ptr<SpillStore>> made_store =
+        SpillStore::Create(storage_test::SmallConfig(dir_.path(), 64, kPage), &env_, counters);
+    if (!made_store.ok()) return made_store.status();
+    store_ = std::move(made_store).value();
+    store = store_.get();
+    SimDeviceConfig config;
+    config.capacity_bytes = options.value().device_budget;
+    config.events = events;
+    config.counters = counters;
+    config.store = store;
+    Result<std::unique_ptr<SimDevice>> dev = SimDevice::Create(config);
+    if (!dev.ok()) return dev.status();
+    return std::unique_ptr<Device>(std::move(dev).value());
+  };
+  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), factory, false);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  Runtime& rt = *made.value();
+  constexpr uint32_t kPages = 16;  // 4 MiB: 2 fit on the device, 4 on the host
+  Result<void*> base = rt.CreateRegion(kPages * kPage, nullptr);
+  ASSERT_TRUE(base.ok()) << base.status().message();
+  auto* bytes = static_cast<uint8_t*>(base.value());
+  for (uint32_t p = 0; p < kPages; ++p) WritePattern(bytes + p * kPage, kPage, Seed(p, 1));
+  RegionPtr region = rt.regions().Find(reinterpret_cast<uintptr_t>(base.value()));
+  ASSERT_TRUE(region);
+  uint32_t on_host = 0;
+  for (uint32_t p = 0; p < kPages; ++p) on_host += TierOf(*region, p) == Tier::kHost;
+  ASSERT_GE(on_host, 10u) << "the driver evicts to the host, far over its budget";
+
+  rt.Tick();
+  uint32_t on_disk = 0;
+  for (uint32_t p = 0; p < kPages; ++p) on_disk += TierOf(*region, p) == Tier::kDisk;
+  EXPECT_GE(on_disk, 6u) << "the tick brings the host tier under its budget";
+  // One page at a time would keep one write in flight.
+  EXPECT_EQ(env_.max_in_flight(), 4u) << "the store's queue depth (SmallConfig)";
+  for (uint32_t p = 0; p < kPages; ++p) {
+    EXPECT_EQ(CheckPattern(bytes + p * kPage, kPage, Seed(p, 1)), -1) << p;
+  }
+  ASSERT_TRUE(rt.FreeRegion(base.value()));
+  EXPECT_EQ(store->used_slots(), 0u);
 }
 
 TEST_F(SimDiskTest, ATouchDuringTheSpillWriteKeepsTheNewestBytesAndFreesTheSlot) {

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "runtime/storage/fault_env.h"
@@ -99,11 +100,15 @@ TEST(SpillStoreTest, ChecksumIsOfTheBytesWritten) {
 TEST(SpillStoreTest, BatchRoundTripZeroCopyAndBounce) {
   TempDir tmp;
   ASSERT_TRUE(tmp.ok());
-  for (bool zero_copy : {true, false}) {
-    SCOPED_TRACE(zero_copy ? "zero copy" : "bounce");
+  // Every mix of direct and bounced writes and reads.
+  for (int mode = 0; mode < 4; ++mode) {
+    bool zero_copy_writes = (mode & 1) != 0, zero_copy_reads = (mode & 2) != 0;
+    SCOPED_TRACE(std::string(zero_copy_writes ? "zero-copy" : "bounced") + " writes, " +
+                 (zero_copy_reads ? "zero-copy" : "bounced") + " reads");
     Counters c;
     SpillStoreConfig cfg = SmallConfig(tmp.path(), 64);
-    cfg.zero_copy = zero_copy;
+    cfg.zero_copy_writes = zero_copy_writes;
+    cfg.zero_copy_reads = zero_copy_reads;
     auto store = MakeStore(cfg, &c);
     ASSERT_NE(store, nullptr);
     constexpr int kPages = 48;

@@ -144,7 +144,7 @@ Status Parse(int argc, char** argv, Cli* cli) {
       return Status::Ok();
     };
     auto integer = [&](int* out, int min) -> Status {
-      double d;
+      double d = 0;
       Status st = num(&d);
       if (!st.ok()) return st;
       if (d != std::floor(d) || d < min || d > 1e9) {

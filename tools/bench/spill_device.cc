@@ -1,6 +1,6 @@
 // The simulated-GPU phases of `kvtier-bench spill` (see spill_bench.h):
-// pages of a data-backed sim region spilled through Device::Spill (written
-// from the alias mapping, punched out of the memfd) and brought back by an
+// pages of a data-backed sim region spilled through Device::SpillPages as the
+// policy tick does (copied from the alias mapping, punched out of the memfd) and brought back by an
 // engine thread's touch (a MISSING fault: read + XXH3 verify into a private
 // buffer, UFFDIO_COPY), timed from the toucher's side; and the same path
 // over FaultEnv. Thread-safety: the phases start their own engine threads
@@ -64,33 +64,28 @@ struct Rig {
   }
   uint8_t* Page(size_t p) const { return reinterpret_cast<uint8_t*>(region->PageAddr(p)); }
 
-  // Demotes what is resident and spills every page; `threads` callers at
-  // once (the store serves each from its own queue). Returns the seconds
-  // the spills took, or the first error.
-  Result<double> SpillAll(unsigned threads) {
+  // Demotes what is resident and spills every page from one thread in
+  // groups of `group` pages through Device::SpillPages, as the policy tick
+  // does. Returns the seconds the spills took, or the first error.
+  Result<double> SpillAll(size_t group) {
     for (size_t p = 0; p < pages; ++p) {
       if (Status s = device->Demote(*region, p); !s.ok()) return s;
     }
-    std::atomic<size_t> next{0};
-    std::atomic<bool> failed{false};
-    Status first;
-    std::mutex mu;
     double t0 = Now();
-    std::vector<std::thread> workers;
-    for (unsigned t = 0; t < threads; ++t) {
-      workers.emplace_back([&] {
-        for (size_t p; !failed.load() && (p = next.fetch_add(1)) < pages;) {
-          Status s = device->Spill(*region, static_cast<uint32_t>(p));
-          if (s.ok()) continue;
-          std::lock_guard<std::mutex> lock(mu);
-          if (!failed.exchange(true)) first = s;
-        }
-      });
+    std::vector<PageRef> refs;
+    std::vector<Status> results;
+    for (size_t first = 0; first < pages; first += group) {
+      refs.clear();
+      for (size_t p = first; p < std::min(pages, first + group); ++p) {
+        refs.push_back({region.get(), static_cast<uint32_t>(p)});
+      }
+      results.assign(refs.size(), Status::Ok());
+      device->SpillPages(refs, results);
+      for (const Status& s : results) {
+        if (!s.ok()) return s;
+      }
     }
-    for (auto& w : workers) w.join();
-    double t1 = Now();
-    if (failed.load()) return first;
-    return t1 - t0;
+    return Now() - t0;
   }
 
   // Touches one word of every page from `threads` engine threads, each
@@ -133,11 +128,11 @@ Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src) {
   uint64_t pick = a.seed * 0x9E3779B97F4A7C15ull + 5;
   const double gb = static_cast<double>(rig.pages * a.page) / kGB;
   for (int round = 0; round < a.rounds; ++round) {
-    Result<double> t = rig.SpillAll(a.qd);
+    Result<double> t = rig.SpillAll(2 * size_t{a.qd});
     if (!t.ok()) return t.status().Annotate("simulated GPU phase");
     out.spill_gbs.push_back(gb / t.value());
     out.restore_gbs.push_back(gb / rig.TouchAll(a.qd));
-    t = rig.SpillAll(a.qd);
+    t = rig.SpillAll(2 * size_t{a.qd});
     if (!t.ok()) return t.status().Annotate("simulated GPU phase");
     // One engine thread touches distinct spilled pages in a random order,
     // timing each touch: nothing else runs, as in the raw single-page reads.

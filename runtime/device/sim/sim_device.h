@@ -56,6 +56,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,6 +65,7 @@
 #include "runtime/device/device.h"
 #include "runtime/device/sim/resident_list.h"
 #include "runtime/device/sim/uffd.h"
+#include "runtime/storage/spill_batch.h"
 #include "runtime/storage/spill_store.h"
 
 struct uffd_msg;
@@ -120,6 +122,9 @@ class SimDevice final : public Device {
   // error when the write failed (the page stays on the host) or there is no
   // disk tier.
   Status Spill(Region& region, uint32_t page) override;
+  // Spill for each page, with up to the store's queue depth of writes in
+  // flight. Concurrent callers take turns (one pipeline per device).
+  void SpillPages(std::span<const PageRef> pages, std::span<Status> results) override;
   uint64_t resident_bytes() const override;
   uint64_t capacity_bytes() const override { return capacity_; }
 
@@ -180,6 +185,16 @@ class SimDevice final : public Device {
   // memfd) and frees the slot.
   Status InstallRestoredLocked(SimRegion& r, uint32_t page, const uint8_t* bytes,
                                std::vector<Evicted>* evicted);
+  // Marks a kHost page in flight for a spill. nullptr: nothing to do (not
+  // on the host, or already moving).
+  Result<SimRegion*> BeginSpillLocked(Region& region, uint32_t page);
+  struct SpillSource {
+    const uint8_t* bytes;
+    size_t len;
+  };
+  // Writes the pages to the store, lock not held: one through the store's
+  // synchronous Write, more through spill_batch_. One result per source.
+  std::vector<Result<SpillSlot>> WriteToStore(const std::vector<SpillSource>& sources);
   Status FinishSpillLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written);
   void EndDiskIoLocked(SimRegion& r);
   // Reads every spilled page of a region being degraded back into its memfd.
@@ -218,6 +233,10 @@ class SimDevice final : public Device {
   const size_t max_scratch_;  // kept for reuse: one per fault thread, two for Promote
   std::mutex scratch_mu_;
   std::vector<AlignedBuffer> scratch_;  // guarded by scratch_mu_
+
+  // The pipeline of SpillPages (created on first use, before the store dies).
+  std::mutex spill_batch_mu_;
+  std::unique_ptr<SpillBatch> spill_batch_;  // guarded by spill_batch_mu_
 };
 
 }  // namespace kvtier

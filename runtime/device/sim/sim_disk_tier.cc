@@ -14,43 +14,107 @@
 namespace kvtier {
 
 Status SimDevice::Spill(Region& region, uint32_t page) {
-  if (Status s = Usable(); !s.ok()) return s;
-  if (store_ == nullptr) {
-    return Status::Errorf(
-        "simulated GPU: region %u page %u: there is no disk tier to spill to (set "
-        "KVTIER_DISK_BUDGET)",
-        region.id, page);
+  Status result;
+  const PageRef ref{&region, page};
+  SpillPages({&ref, 1}, {&result, 1});
+  return result;
+}
+
+void SimDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> results) {
+  Status refused = Usable();
+  if (refused.ok() && store_ == nullptr) {
+    refused = Status::Error(
+        "simulated GPU: there is no disk tier to spill to (set KVTIER_DISK_BUDGET)");
   }
-  SimRegion* r = nullptr;
+  if (!refused.ok()) {
+    for (Status& r : results) r = refused;
+    return;
+  }
+  struct Job {
+    SimRegion* r;
+    uint32_t page;
+    size_t index;  // into pages and results
+  };
+  std::vector<Job> jobs;
   {
     Lock lock(mu_);
-    Result<SimRegion*> found = FindLocked(region, page);
-    if (!found.ok()) return found.status();
-    r = found.value();
-    PageRecord& rec = region.pages[page];
-    if (rec.tier.load(std::memory_order_relaxed) != Tier::kHost ||
-        (rec.flags.load(std::memory_order_relaxed) & kPageInFlight)) {
-      return Status::Ok();  // hot again, already spilled or moving, or no bytes yet
+    for (size_t i = 0; i < pages.size(); ++i) {
+      Result<SimRegion*> begun = BeginSpillLocked(*pages[i].region, pages[i].page);
+      results[i] = begun.status();
+      if (begun.ok() && begun.value() != nullptr) jobs.push_back({begun.value(), pages[i].page, i});
     }
-    if (region.page_size > store_->page_size()) {
-      return Status::Errorf(
-          "simulated GPU: region %u has %zu-byte pages, larger than the disk tier's %zu-byte "
-          "slots (use one KVTIER_PAGE_SIZE for both)",
-          region.id, region.page_size, store_->page_size());
-    }
-    rec.flags.fetch_and(static_cast<uint8_t>(~kPageTouchedDuringMove), std::memory_order_relaxed);
-    rec.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
-    ++r->disk_io;
   }
+  if (jobs.empty()) return;
   // The page's PTEs in the engine view are zapped, so the engine cannot
-  // change it without a fault (which marks it touched). The alias is page
-  // aligned: the store writes from it directly.
-  const uint8_t* src = r->views.alias + uint64_t{page} * region.page_size;
-  Result<SpillSlot> written = store_->Write(src, region.page_size);
+  // change it without a fault (which marks it touched). The store copies it
+  // from the alias into its bounce buffers.
+  std::vector<SpillSource> sources;
+  for (const Job& j : jobs) {
+    const size_t len = j.r->region->page_size;
+    sources.push_back({j.r->views.alias + uint64_t{j.page} * len, len});
+  }
+  std::vector<Result<SpillSlot>> written = WriteToStore(sources);
   Lock lock(mu_);
-  Status s = FinishSpillLocked(*r, page, written);
-  EndDiskIoLocked(*r);
-  return s;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    results[jobs[j].index] = FinishSpillLocked(*jobs[j].r, jobs[j].page, written[j]);
+    EndDiskIoLocked(*jobs[j].r);
+  }
+}
+
+Result<SimRegion*> SimDevice::BeginSpillLocked(Region& region, uint32_t page) {
+  Result<SimRegion*> found = FindLocked(region, page);
+  if (!found.ok()) return found.status();
+  SimRegion* r = found.value();
+  PageRecord& rec = region.pages[page];
+  if (rec.tier.load(std::memory_order_relaxed) != Tier::kHost ||
+      (rec.flags.load(std::memory_order_relaxed) & kPageInFlight)) {
+    return nullptr;  // hot again, already spilled or moving, or no bytes yet
+  }
+  if (region.page_size > store_->page_size()) {
+    return Status::Errorf(
+        "simulated GPU: region %u has %zu-byte pages, larger than the disk tier's %zu-byte "
+        "slots (use one KVTIER_PAGE_SIZE for both)",
+        region.id, region.page_size, store_->page_size());
+  }
+  rec.flags.fetch_and(static_cast<uint8_t>(~kPageTouchedDuringMove), std::memory_order_relaxed);
+  rec.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
+  ++r->disk_io;
+  return r;
+}
+
+std::vector<Result<SpillSlot>> SimDevice::WriteToStore(const std::vector<SpillSource>& sources) {
+  std::vector<Result<SpillSlot>> written;
+  if (sources.size() == 1) {
+    // One page: the store's pooled lanes, so callers on other threads spill
+    // in parallel.
+    written.push_back(store_->Write(sources[0].bytes, sources[0].len));
+    return written;
+  }
+  std::lock_guard<std::mutex> batch_lock(spill_batch_mu_);
+  Status broken;
+  if (spill_batch_ == nullptr) {
+    Result<std::unique_ptr<SpillBatch>> made = store_->NewBatch();
+    if (made.ok()) {
+      spill_batch_ = std::move(made).value();
+    } else {
+      broken = made.status();
+    }
+  }
+  std::vector<SpillCompletion> done;
+  if (broken.ok()) {
+    for (size_t j = 0; j < sources.size(); ++j) {
+      spill_batch_->AddWrite(sources[j].bytes, sources[j].len, j);
+    }
+    broken = spill_batch_->WaitAll(&done);
+    // A broken queue is dropped; the next batch sets up a new one.
+    if (!broken.ok()) spill_batch_.reset();
+  }
+  written.assign(sources.size(),
+                 broken.ok() ? Status::Error("the spill write did not complete") : broken);
+  for (SpillCompletion& c : done) {
+    written[c.tag] = c.status.ok() ? Result<SpillSlot>(c.slot) : Result<SpillSlot>(c.status);
+  }
+  return written;
 }
 
 Status SimDevice::FinishSpillLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written) {
