@@ -170,8 +170,12 @@ Result<std::unique_ptr<IoQueue>> SpillStore::NewQueue(unsigned depth) {
 Result<std::unique_ptr<SpillBatch>> SpillStore::NewBatch() {
   Result<std::unique_ptr<IoQueue>> q = NewQueue(config_.queue_depth);
   if (!q.ok()) return q.status();
-  return std::unique_ptr<SpillBatch>(
-      new SpillBatch(this, std::move(q).value(), config_.queue_depth));
+  std::unique_ptr<SpillBatch> batch(new SpillBatch(this, std::move(q).value(), config_.queue_depth));
+  // Writes bounce: set the buffers up now, not in the first spill's time.
+  if (!config_.zero_copy_writes) {
+    if (Status st = batch->EnsureBounce(); !st.ok()) return st;
+  }
+  return batch;
 }
 
 Result<SpillSlot> SpillStore::Write(const void* src, size_t len) {

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,7 @@ const char kUsage[] =
     "                          [--check] [-v]\n"
     "Spills and restores --size bytes through the SSD tier's store in D and through the\n"
     "simulated GPU's faults and, in the same run, measures raw O_DIRECT throughput and 2 MiB\n"
-    "read latency in D. Needs about 3x --size of memory and 4x --size of free space in D.\n"
+    "read latency in D. Needs about 3x --size of memory and 5x --size of free space in D.\n"
     "--check exits 1 when a target is missed.\n";
 
 // Nearest-rank percentile (p in 0..100) of the samples.
@@ -285,35 +286,44 @@ int RunSpillBench(int argc, char** argv) {
   std::string raw_how, store_how;
   uint64_t pick = a.seed * 2654435761u + 17;
   double gb = static_cast<double>(a.size) / kGB;
+  auto open = [&](int i) {
+    return i == kRaw || i == kRawFromSource
+               ? OpenRawTarget(a, env, src.data, i == kRawFromSource)
+               : OpenStoreTarget(a, env, i == kSwapped, src.data, dst.data);
+  };
+  // Each round runs every target's passes in a mirrored order, so a drift of
+  // the disk (write-back behind a virtual disk, SSD garbage collection)
+  // weighs on every target alike; a target's figure for the round is its
+  // bytes over its time in both passes. Every write pass gets a fresh file
+  // (the same fresh extents for all); the later one's serves the reads.
+  static constexpr int kWriteOrder[] = {kRaw, kStore, kSwapped, kRawFromSource,
+                                        kRawFromSource, kSwapped, kStore, kRaw};
+  static constexpr int kReadOrder[] = {kRaw, kStore, kSwapped, kSwapped, kStore, kRaw};
   for (int round = 0; round < a.rounds; ++round) {
-    // Fresh files each round, so every write pass meets the same fresh extents.
-    Result<std::unique_ptr<Target>> raw = OpenRawTarget(a, env, src.data, false);
-    Result<std::unique_ptr<Target>> store = OpenStoreTarget(a, env, false, src.data, dst.data);
-    Result<std::unique_ptr<Target>> swapped = OpenStoreTarget(a, env, true, src.data, dst.data);
-    Result<std::unique_ptr<Target>> raw_src = OpenRawTarget(a, env, src.data, true);
-    for (const Status& st : {raw.status(), store.status(), swapped.status(), raw_src.status()}) {
-      if (!st.ok()) {
-        fprintf(stderr, "kvtier-bench spill: %s\n", st.message().c_str());
-        return 1;
-      }
-    }
-    raw_how = raw.value()->how();
-    store_how = store.value()->how();
-    Target* targets[4] = {raw.value().get(), store.value().get(), swapped.value().get(),
-                          raw_src.value().get()};
-    // Rotate who goes first, so no target always runs on a quieter disk.
+    std::unique_ptr<Target> targets[4];
+    double write_s[4] = {}, read_s[3] = {};
     for (int phase = 0; phase < 2; ++phase) {
-      int n = phase == 0 ? 4 : 3;
-      for (int k = 0; k < n; ++k) {
-        int i = (k + round) % n;
+      for (int i : phase == 0 ? std::span<const int>(kWriteOrder) : std::span<const int>(kReadOrder)) {
+        if (phase == 0) {
+          Result<std::unique_ptr<Target>> t = open(i);
+          if (!t.ok()) {
+            fprintf(stderr, "kvtier-bench spill: %s\n", t.status().message().c_str());
+            return 1;
+          }
+          targets[i] = std::move(t).value();
+        }
         Result<double> t = phase == 0 ? targets[i]->WriteAll() : targets[i]->ReadAll();
         if (!t.ok()) {
           fprintf(stderr, "kvtier-bench spill: %s\n", t.status().message().c_str());
           return 1;
         }
-        (phase == 0 ? wr : rd)[i].push_back(gb / t.value());
+        (phase == 0 ? write_s : read_s)[i] += t.value();
       }
     }
+    for (int i = 0; i < 4; ++i) wr[i].push_back(2 * gb / write_s[i]);
+    for (int i = 0; i < 3; ++i) rd[i].push_back(2 * gb / read_s[i]);
+    raw_how = targets[kRaw]->how();
+    store_how = targets[kStore]->how();
     for (int s = 0; s < a.samples; ++s) {
       size_t page = NextRandom(&pick) % pages;
       for (int i = 0; i < 3; ++i) {
