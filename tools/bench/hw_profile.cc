@@ -4,6 +4,7 @@
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 #include <cmath>
+#include <cstdio>
 
 namespace kvtier::bench {
 
@@ -35,6 +36,7 @@ Result<HardwareProfile> LoadProfile(const std::string& name_or_path, const std::
                             path.c_str(), #m);                                                     \
     }                                                                                              \
     p.m = *value;                                                                                  \
+    p.sources[#m] = *source;                                                                       \
   }
   KVTIER_PROFILE_FIELDS(KVTIER_PROFILE_READ)
 #undef KVTIER_PROFILE_READ
@@ -48,6 +50,44 @@ Result<HardwareProfile> LoadProfile(const std::string& name_or_path, const std::
                           p.gpu_memory_utilization);
   }
   return p;
+}
+
+namespace {
+
+// A JSON string literal of s (quotes, backslashes and control bytes escaped).
+std::string Quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char esc[8];
+      snprintf(esc, sizeof esc, "\\u%04x", static_cast<unsigned char>(c));
+      out += esc;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string ProfileJson(const HardwareProfile& p) {
+  std::string out = "{\n  \"name\": " + Quoted(p.name) + ",\n  \"description\": " +
+                    Quoted(p.description);
+  auto field = [&](const char* name, double value) {
+    char number[64];
+    snprintf(number, sizeof number, "%.15g", value);
+    auto it = p.sources.find(name);
+    out += ",\n  " + Quoted(name) + ": {\n    \"value\": " + number + ",\n    \"source\": " +
+           Quoted(it == p.sources.end() ? "" : it->second) + "\n  }";
+  };
+#define KVTIER_PROFILE_WRITE(m) field(#m, p.m);
+  KVTIER_PROFILE_FIELDS(KVTIER_PROFILE_WRITE)
+#undef KVTIER_PROFILE_WRITE
+  return out + "\n}\n";
 }
 
 // Hugging Face config.json of each model: num_hidden_layers, hidden_size,

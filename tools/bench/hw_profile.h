@@ -7,6 +7,7 @@
 // Thread-safety: plain values.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,11 +40,16 @@ struct HardwareProfile {
 #define KVTIER_PROFILE_MEMBER(m) double m = 0;
   KVTIER_PROFILE_FIELDS(KVTIER_PROFILE_MEMBER)
 #undef KVTIER_PROFILE_MEMBER
+  std::map<std::string, std::string> sources;  // field name -> where its value comes from
 };
 
 // `name_or_path` is a file path (contains '/' or ends in .json) or a profile
 // name looked up as <dir>/<name>.json.
 Result<HardwareProfile> LoadProfile(const std::string& name_or_path, const std::string& dir);
+
+// The profile as JSON in the form LoadProfile reads (every field with its
+// value and source, in KVTIER_PROFILE_FIELDS order).
+std::string ProfileJson(const HardwareProfile& p);
 
 struct ModelShape {
   std::string name;

@@ -48,6 +48,7 @@ Result<DriverApi> DriverApi::Load() {
   need("cuMemAllocManaged", &api.cuMemAllocManaged);
   need("cuMemFree_v2", &api.cuMemFree);
   need("cuGetErrorName", &api.cuGetErrorName);
+  Resolve(api.library, "cuDeviceGetName", &api.cuDeviceGetName);
 #if CUDA_VERSION >= 12020
   Resolve(api.library, "cuMemPrefetchAsync_v2", &api.cuMemPrefetchAsyncLocation);
   Resolve(api.library, "cuMemAdvise_v2", &api.cuMemAdviseLocation);

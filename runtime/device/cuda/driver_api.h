@@ -49,6 +49,7 @@ struct DriverApi {
   CUresult (*cuMemAllocManaged)(CUdeviceptr*, size_t, unsigned int) = nullptr;
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;  // _v2
   CUresult (*cuGetErrorName)(CUresult, const char**) = nullptr;
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice) = nullptr;  // optional: messages only
 
   // Unified memory, location form (may be null on old drivers).
   CUresult (*cuMemPrefetchAsyncLocation)(CUdeviceptr, size_t, CUmemLocation, unsigned int,

@@ -1,0 +1,285 @@
+// kvtier-bench calibrate: measures the figures of the multiround cost model
+// that this machine can show and writes a profile. It starts from a base
+// profile (tools/profiles/*.json) and replaces each field it measures, value
+// and source, so the result loads with --profile like any other:
+//   SSD      ssd_write_bps and ssd_read_bps (a raw io_uring O_DIRECT loop in
+//            --dir, 2 MiB requests, queue depth 8, median of 3 passes),
+//            ssd_latency_ns (median single 4 KiB read: the per-request setup
+//            the model adds to each transfer), ssd_bytes (free space in --dir)
+//   host     host_memory_bytes (physical memory)
+//   GPU      gpu_memory_bytes and host_link_bps (managed-memory prefetch to
+//            the device), where a CUDA driver and device answer
+// Fault-driven migration needs a kernel that faults on the GPU, so the
+// fault_* fields, like the GPU's FLOP/s and the engine figures, keep the
+// base profile's values and sources. Thread-safety: single-threaded tool.
+#include <stdio.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "runtime/options.h"
+#include "tools/bench/calibrate.h"
+#include "tools/bench/hw_profile.h"
+#include "tools/bench/spill_bench.h"
+
+#ifndef KVTIER_SOURCE_DIR
+#define KVTIER_SOURCE_DIR "."
+#endif
+
+namespace kvtier::bench {
+namespace {
+
+const char kUsage[] =
+    "usage: kvtier-bench calibrate [--base PROFILE] [--name NAME] [--out FILE] [--dir D]\n"
+    "                              [--size 1G] [--gpu auto|on|off] [--gpu-size 1G]\n"
+    "Measures this machine's SSD (in D), host memory and, where a CUDA device answers, GPU\n"
+    "memory and host-to-device prefetch bandwidth; writes the --base profile (h200-pcie5)\n"
+    "with those fields replaced to FILE (default: stdout), for `multiround --profile FILE`.\n"
+    "--size is the SSD test file (2 MiB requests); --gpu-size the managed buffer prefetched\n"
+    "(at most a quarter of the GPU's free memory). --gpu on fails when no GPU answers.\n";
+
+struct CalibrateArgs {
+  std::string base = "h200-pcie5";
+  std::string name;
+  std::string out;
+  spill::Args ssd;
+  std::string gpu = "auto";
+  uint64_t gpu_bytes = uint64_t{1} << 30;
+};
+
+int ParseArgs(int argc, char** argv, CalibrateArgs* a) {
+  a->ssd.size = uint64_t{1} << 30;
+  a->ssd.rounds = 3;
+  a->ssd.samples = 64;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      fputs(kUsage, stdout);
+      return 1;
+    }
+    std::string value;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg.resize(eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      fprintf(stderr, "kvtier-bench calibrate: %s needs a value\n", arg.c_str());
+      return 2;
+    }
+    auto size = [&](uint64_t* out) {
+      Result<uint64_t> r = ParseSize(value);
+      if (r.ok() && r.value() >= 16 * a->ssd.page) {
+        *out = r.value() / a->ssd.page * a->ssd.page;
+        return true;
+      }
+      fprintf(stderr, "kvtier-bench calibrate: %s=%s: %s\n", arg.c_str(), value.c_str(),
+              r.ok() ? "at least 32M" : r.status().message().c_str());
+      return false;
+    };
+    bool ok = true;
+    if (arg == "--base") {
+      a->base = value;
+    } else if (arg == "--name") {
+      a->name = value;
+    } else if (arg == "--out") {
+      a->out = value;
+    } else if (arg == "--dir") {
+      a->ssd.dir = value;
+    } else if (arg == "--size") {
+      ok = size(&a->ssd.size);
+    } else if (arg == "--gpu-size") {
+      ok = size(&a->gpu_bytes);
+    } else if (arg == "--gpu") {
+      a->gpu = value;
+      ok = value == "auto" || value == "on" || value == "off";
+      if (!ok) fprintf(stderr, "kvtier-bench calibrate: --gpu=%s: use auto, on or off\n", value.c_str());
+    } else {
+      fprintf(stderr, "kvtier-bench calibrate: unknown option %s\n", arg.c_str());
+      ok = false;
+    }
+    if (!ok || value.empty()) {
+      if (ok) fprintf(stderr, "kvtier-bench calibrate: %s needs a value\n", arg.c_str());
+      return 2;
+    }
+  }
+  return 0;
+}
+
+std::string HostName() {
+  char host[256] = "this machine";
+  if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "this machine");
+  return host;
+}
+
+std::string Today() {
+  char day[32] = "";
+  time_t now = time(nullptr);
+  struct tm tm;
+  if (localtime_r(&now, &tm) != nullptr) strftime(day, sizeof day, "%Y-%m-%d", &tm);
+  return day;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// One measured field: its new value and how it was measured.
+struct Measured {
+  const char* field;
+  double* value;
+  double was;
+  std::string how;
+};
+
+// The SSD figures from the raw O_DIRECT loop of `kvtier-bench spill`.
+Status MeasureSsd(const spill::Args& a, HardwareProfile* p, std::vector<Measured>* out) {
+  Env* env = Env::Default();
+  if (Status st = env->CreateDir(a.dir); !st.ok()) return st.Annotate("--dir");
+  std::vector<uint8_t> pattern(a.qd * a.page);
+  uint64_t rng = 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i + 8 <= pattern.size(); i += 8) {
+    uint64_t v = spill::NextRandom(&rng);
+    memcpy(pattern.data() + i, &v, 8);
+  }
+  std::vector<double> write_bps, read_bps, one_read_s;
+  std::string how;
+  uint64_t pick = 17;
+  const size_t pages = a.size / a.page;
+  for (int round = 0; round < a.rounds; ++round) {
+    Result<std::unique_ptr<spill::Target>> t = spill::OpenRawTarget(a, env, pattern.data(), false);
+    if (!t.ok()) return t.status().Annotate("SSD test file in " + a.dir);
+    how = t.value()->how();
+    Result<double> w = t.value()->WriteAll();
+    Result<double> r = w.ok() ? t.value()->ReadAll() : w;
+    if (!r.ok()) return r.status().Annotate("SSD test in " + a.dir);
+    write_bps.push_back(static_cast<double>(a.size) / w.value());
+    read_bps.push_back(static_cast<double>(a.size) / r.value());
+    for (int s = 0; s < a.samples; ++s) {
+      Result<double> one = t.value()->ReadOne(spill::NextRandom(&pick) % pages);
+      if (!one.ok()) return one.status().Annotate("SSD test in " + a.dir);
+      one_read_s.push_back(one.value());
+    }
+  }
+  struct statvfs fs;
+  if (statvfs(a.dir.c_str(), &fs) != 0) return Status::Errorf("statvfs(%s) failed", a.dir.c_str());
+  const std::string where = a.dir + " (" + how + ", " + FormatBytes(a.page) + " requests, queue depth " +
+                            std::to_string(a.qd) + ", " + FormatBytes(a.size) + " file)";
+  // The model charges each request a setup latency plus its bytes at the
+  // throughput; the setup is what a 4 KiB read costs (written first: an
+  // unwritten extent reads back as zeros without touching the device).
+  spill::Args small = a;
+  small.page = kDirectAlign;
+  small.size = uint64_t{16} << 20;
+  std::vector<double> small_read_s;
+  Result<std::unique_ptr<spill::Target>> t4k = spill::OpenRawTarget(small, env, pattern.data(), false);
+  Result<double> filled = t4k.ok() ? t4k.value()->WriteAll() : Result<double>(t4k.status());
+  if (!filled.ok()) return filled.status().Annotate("4 KiB read test in " + a.dir);
+  for (int s = 0; s < 4 * a.samples; ++s) {
+    Result<double> one = t4k.value()->ReadOne(spill::NextRandom(&pick) % (small.size / small.page));
+    if (!one.ok()) return one.status().Annotate("4 KiB read test in " + a.dir);
+    small_read_s.push_back(one.value());
+  }
+  out->push_back({"ssd_write_bps", &p->ssd_write_bps, Median(write_bps),
+                  "median of " + std::to_string(a.rounds) + " write passes in " + where});
+  out->push_back({"ssd_read_bps", &p->ssd_read_bps, Median(read_bps),
+                  "median of " + std::to_string(a.rounds) + " read passes in " + where});
+  out->push_back({"ssd_latency_ns", &p->ssd_latency_ns, Median(small_read_s) * 1e9,
+                  "median of " + std::to_string(small_read_s.size()) +
+                      " single 4 KiB O_DIRECT reads at random offsets of a written 16 MiB file "
+                      "in " + a.dir + " (a single " + FormatBytes(a.page) + " read: median " +
+                      std::to_string(Median(one_read_s) * 1e3).substr(0, 5) + " ms)"});
+  out->push_back({"ssd_bytes", &p->ssd_bytes,
+                  static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize),
+                  "free space in " + a.dir});
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunCalibrateBench(int argc, char** argv) {
+  CalibrateArgs a;
+  if (int rc = ParseArgs(argc, argv, &a); rc != 0) {
+    if (rc == 2) fputs(kUsage, stderr);
+    return rc == 1 ? 0 : 2;
+  }
+  Result<HardwareProfile> base =
+      LoadProfile(a.base, std::string(KVTIER_SOURCE_DIR) + "/tools/profiles");
+  if (!base.ok()) {
+    fprintf(stderr, "kvtier-bench calibrate: --base: %s\n", base.status().message().c_str());
+    return 2;
+  }
+  HardwareProfile p = base.value();
+  const std::string host = HostName();
+  std::vector<Measured> measured;
+  fprintf(stderr, "kvtier-bench calibrate: SSD in %s (%s file, %d passes)...\n", a.ssd.dir.c_str(),
+          FormatBytes(a.ssd.size).c_str(), a.ssd.rounds);
+  if (Status st = MeasureSsd(a.ssd, &p, &measured); !st.ok()) {
+    fprintf(stderr, "kvtier-bench calibrate: %s\n", st.message().c_str());
+    return 1;
+  }
+  const double phys = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  measured.push_back({"host_memory_bytes", &p.host_memory_bytes, phys, "physical memory"});
+
+  std::string gpu_note = "--gpu off";
+  if (a.gpu != "off") {
+    GpuFigures g = MeasureGpu(a.gpu_bytes);
+    gpu_note = g.note;
+    if (!g.measured && a.gpu == "on") {
+      fprintf(stderr, "kvtier-bench calibrate: --gpu on: %s\n", g.note.c_str());
+      return 1;
+    }
+    if (g.measured) {
+      measured.push_back({"gpu_memory_bytes", &p.gpu_memory_bytes, g.memory_bytes,
+                          "total memory of " + g.device + " (cuMemGetInfo)"});
+      measured.push_back({"host_link_bps", &p.host_link_bps, g.prefetch_bps,
+                          "median of 3 managed-memory prefetches of " +
+                              FormatBytes(g.prefetch_bytes) + " host to " + g.device +
+                              " (cuMemPrefetchAsync)"});
+    }
+  }
+
+  // The table goes to stderr when the profile itself goes to stdout.
+  FILE* report = a.out.empty() ? stderr : stdout;
+  const std::string stamp = "measured by kvtier-bench calibrate on " + host + ", " + Today() + ": ";
+  fprintf(report, "%-20s %16s %16s %7s\n", "field", a.base.c_str(), "measured", "ratio");
+  for (Measured& m : measured) {
+    fprintf(report, "%-20s %16.4g %16.4g %7.2f\n", m.field, *m.value, m.was,
+            *m.value > 0 ? m.was / *m.value : 0.0);
+    *m.value = m.was;
+    p.sources[m.field] = stamp + m.how;
+  }
+  fprintf(report,
+          "GPU: %s\nother fields keep %s's values and sources (the fault_* fields need a kernel "
+          "faulting on the GPU; FLOP/s and engine figures are not measured here)\n",
+          gpu_note.c_str(), a.base.c_str());
+  p.name = a.name.empty() ? host + "-calibrated" : a.name;
+  p.description = "measured on " + host + " by kvtier-bench calibrate (" + Today() +
+                  "); unmeasured fields from " + base.value().name + ": " +
+                  base.value().description;
+  const std::string json = ProfileJson(p);
+  if (a.out.empty()) {
+    fputs(json.c_str(), stdout);
+    return 0;
+  }
+  FILE* f = fopen(a.out.c_str(), "w");
+  bool written = f != nullptr && fputs(json.c_str(), f) >= 0;
+  if (f != nullptr && fclose(f) != 0) written = false;
+  if (!written) {
+    fprintf(stderr, "kvtier-bench calibrate: --out %s: cannot write: %s\n", a.out.c_str(),
+            strerror(errno));
+    return 1;
+  }
+  printf("wrote %s (use: kvtier-bench multiround --profile %s)\n", a.out.c_str(), a.out.c_str());
+  return 0;
+}
+
+}  // namespace kvtier::bench
