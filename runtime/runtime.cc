@@ -119,6 +119,11 @@ Runtime* Runtime::Get() {
         /*start_threads=*/true);
     if (created.ok()) {
       rt = created.value().release();
+      if (options.disk_budget > 0) {
+        Log(0, "KVTIER_DISK_BUDGET=%s is ignored: the CUDA backend has no disk tier yet (pages "
+            "stay in device and host memory; the simulated GPU has one)",
+            FormatBytes(options.disk_budget).c_str());
+      }
     } else {
       // No usable GPU: every call passes through, and the program sees the
       // CUDA runtime's own error codes.
