@@ -17,7 +17,7 @@ using kvtier::testing::RunResult;
 using kvtier::testing::TempDir;
 
 constexpr auto kTimeout = std::chrono::seconds(120);
-const std::string kProfiles = std::string(KVTIER_SOURCE_DIR) + "/tools/profiles";
+const std::string kProfiles = DefaultProfileDir();
 
 RunResult Calibrate(const TempDir& tmp, const std::string& gpu, const std::string& out) {
   return kvtier::testing::Run({KVTIER_BENCH_BIN, "calibrate", "--base", "l4-pcie4", "--name", "test-machine",

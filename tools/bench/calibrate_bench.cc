@@ -24,13 +24,10 @@
 #include <vector>
 
 #include "runtime/options.h"
+#include "tools/bench/bench_args.h"
 #include "tools/bench/calibrate.h"
 #include "tools/bench/hw_profile.h"
 #include "tools/bench/spill_bench.h"
-
-#ifndef KVTIER_SOURCE_DIR
-#define KVTIER_SOURCE_DIR "."
-#endif
 
 namespace kvtier::bench {
 namespace {
@@ -64,12 +61,7 @@ int ParseArgs(int argc, char** argv, CalibrateArgs* a) {
       return 1;
     }
     std::string value;
-    if (size_t eq = arg.find('='); eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg.resize(eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
+    if (!FlagValue(argc, argv, &i, &arg, &value)) {
       fprintf(stderr, "kvtier-bench calibrate: %s needs a value\n", arg.c_str());
       return 2;
     }
@@ -212,7 +204,7 @@ int RunCalibrateBench(int argc, char** argv) {
     return rc == 1 ? 0 : 2;
   }
   Result<HardwareProfile> base =
-      LoadProfile(a.base, std::string(KVTIER_SOURCE_DIR) + "/tools/profiles");
+      LoadProfile(a.base, DefaultProfileDir());
   if (!base.ok()) {
     fprintf(stderr, "kvtier-bench calibrate: --base: %s\n", base.status().message().c_str());
     return 2;

@@ -6,7 +6,13 @@
 #include <cmath>
 #include <cstdio>
 
+#ifndef KVTIER_SOURCE_DIR
+#define KVTIER_SOURCE_DIR "."
+#endif
+
 namespace kvtier::bench {
+
+std::string DefaultProfileDir() { return std::string(KVTIER_SOURCE_DIR) + "/tools/profiles"; }
 
 Result<HardwareProfile> LoadProfile(const std::string& name_or_path, const std::string& dir) {
   std::string path = name_or_path;

@@ -46,6 +46,8 @@ struct HardwareProfile {
 // `name_or_path` is a file path (contains '/' or ends in .json) or a profile
 // name looked up as <dir>/<name>.json.
 Result<HardwareProfile> LoadProfile(const std::string& name_or_path, const std::string& dir);
+// tools/profiles of the source tree this was built from.
+std::string DefaultProfileDir();
 
 // The profile as JSON in the form LoadProfile reads (every field with its
 // value and source, in KVTIER_PROFILE_FIELDS order).

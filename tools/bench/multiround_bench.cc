@@ -18,14 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "tools/bench/bench_args.h"
 #include "tools/bench/hw_profile.h"
 #include "tools/bench/mr_report.h"
 #include "tools/bench/svg_plot.h"
 #include "tools/bench/systems.h"
-
-#ifndef KVTIER_SOURCE_DIR
-#define KVTIER_SOURCE_DIR "."
-#endif
 
 namespace kvtier::bench {
 namespace {
@@ -104,7 +101,7 @@ std::vector<std::string> Split(const std::string& s) {
 struct Cli {
   BenchOptions options;
   std::string profile = "h200-pcie5";
-  std::string profile_dir = std::string(KVTIER_SOURCE_DIR) + "/tools/profiles";
+  std::string profile_dir = DefaultProfileDir();
   std::string model = "llama-3.1-8b";
   std::vector<std::string> systems = AllSystems();
   std::string output = "multiround-out";
@@ -125,13 +122,7 @@ Status Parse(int argc, char** argv, Cli* cli) {
       continue;
     }
     std::string value;
-    size_t eq = a.find('=');
-    if (eq != std::string::npos) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
+    if (!FlagValue(argc, argv, &i, &a, &value)) {
       return Status::Errorf("%s needs a value (see --help)", a.c_str());
     }
     kv[a] = value;

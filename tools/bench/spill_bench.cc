@@ -29,6 +29,7 @@
 
 #include "runtime/log.h"
 #include "runtime/options.h"
+#include "tools/bench/bench_args.h"
 
 namespace kvtier::bench {
 namespace spill {
@@ -167,12 +168,7 @@ int ParseArgs(int argc, char** argv, Args* a) {
       continue;
     }
     std::string value;
-    if (size_t eq = arg.find('='); eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg.resize(eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
+    if (!FlagValue(argc, argv, &i, &arg, &value)) {
       fprintf(stderr, "kvtier-bench spill: %s needs a value\n", arg.c_str());
       return 2;
     }
