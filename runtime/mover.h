@@ -1,9 +1,12 @@
-// MovePage: carries out one policy decision through a device backend.
+// MovePage and SpillPages: carry out policy decisions through a device
+// backend.
 //
-// The one place a Move becomes a device call (Promote, Demote or Spill), so
-// the runtime's tick and the benchmark's model-only tick move pages the same
-// way. Thread-safety: as the device's methods; the caller owns the page
-// record's last_move (the policy thread).
+// The only places a Move becomes a device call (Promote, Demote, Spill or a
+// group of spills), so the runtime's tick and the benchmark's model-only
+// tick book moves the same way (the runtime groups runs of spills; the
+// model device, whose spills cost what its profile says whatever the
+// grouping, takes them one at a time). Thread-safety: as the device's
+// methods; the caller owns the page records' last_move (the policy thread).
 #pragma once
 
 #include <cstdint>

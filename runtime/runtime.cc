@@ -214,6 +214,9 @@ Runtime::~Runtime() {
     regions_.Remove(r->base);
     device_->DestroyRegion(*r);
   }
+  // The device's fault threads report to this runtime (ring_, stats_,
+  // counters_) until they stop: stop them before any of that is destroyed.
+  device_.reset();
 }
 
 bool Runtime::ShouldTier(size_t bytes, const void* caller, const char* api) {
@@ -356,13 +359,20 @@ void Runtime::ExecuteMoves(const Decisions& d, const std::vector<RegionPtr>& reg
       continue;
     }
     // A run of spills goes to the device as one group, so their writes are
-    // in flight together; the group stays within the byte cap.
+    // in flight together; the group stays within the byte cap and, once the
+    // disk's speed is known, within what fits before the deadline.
+    size_t most = kSpillGroup;
+    if (spill_ns_per_byte_ > 0) {
+      Region* first = find(m.region);
+      const double page_ns = spill_ns_per_byte_ * static_cast<double>(first ? first->page_size : 1);
+      const double left_ns = static_cast<double>(deadline - std::min(deadline, NowNs()));
+      most = std::clamp<size_t>(static_cast<size_t>(left_ns / page_ns), 1, kSpillGroup);
+    }
     std::vector<const Move*> group;
     std::vector<PageRef> refs;
     std::vector<Tier> from;
     uint64_t group_bytes = 0;
-    for (; i < d.moves.size() && d.moves[i].to == Tier::kDisk && refs.size() < kSpillGroup;
-         ++i) {
+    for (; i < d.moves.size() && d.moves[i].to == Tier::kDisk && refs.size() < most; ++i) {
       if (cap && moved + group_bytes >= cap) break;
       Region* r = find(d.moves[i].region);
       if (r == nullptr) continue;
@@ -373,7 +383,17 @@ void Runtime::ExecuteMoves(const Decisions& d, const std::vector<RegionPtr>& reg
     }
     std::vector<MoveOutcome> outcomes(refs.size());
     std::vector<Status> errors(refs.size());
+    const uint64_t started = NowNs();
     SpillPages(*device_, refs, tick_, outcomes, errors);
+    uint64_t spilled = 0;
+    for (size_t j = 0; j < refs.size(); ++j) {
+      if (outcomes[j] == MoveOutcome::kMoved) spilled += refs[j].region->page_size;
+    }
+    if (spilled > 0) {
+      const double per_byte = static_cast<double>(NowNs() - started) / static_cast<double>(spilled);
+      spill_ns_per_byte_ =
+          spill_ns_per_byte_ > 0 ? 0.5 * spill_ns_per_byte_ + 0.5 * per_byte : per_byte;
+    }
     for (size_t j = 0; j < refs.size(); ++j) {
       account(*refs[j].region, *group[j], from[j], outcomes[j], errors[j]);
     }

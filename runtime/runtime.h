@@ -98,7 +98,7 @@ class Runtime : public DeviceEvents {
   const Options options_;
   Counters counters_;
   std::unique_ptr<SpillStore> store_;  // the disk tier; null when KVTIER_DISK_BUDGET=0
-  std::unique_ptr<Device> device_;     // after store_: destroyed before it
+  std::unique_ptr<Device> device_;     // reset first in ~Runtime; before store_ in any case
   RegionTable regions_;
   SignalRing ring_;
   AllocationMatcher match_;
@@ -108,6 +108,9 @@ class Runtime : public DeviceEvents {
   std::atomic<uint64_t> alloc_index_{0};
   uint32_t tick_ = 0;             // guarded by tick_mu_
   uint64_t last_publish_ns_ = 0;  // guarded by tick_mu_
+  // Recent spill time per byte (0: none yet), so a group of spills is sized
+  // to end near the tick's deadline on slow disks too.
+  double spill_ns_per_byte_ = 0;  // guarded by tick_mu_
 
   std::mutex tick_mu_;  // serialises Tick() (thread vs tests vs shutdown)
   std::mutex stop_mu_;

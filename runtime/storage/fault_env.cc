@@ -63,7 +63,9 @@ class FaultQueue final : public IoQueue {
       }
       pass.push_back(r);
     }
-    return pass.empty() ? Status::Ok() : base_->Submit(pass.data(), pass.size());
+    Status st = pass.empty() ? Status::Ok() : base_->Submit(pass.data(), pass.size());
+    if (!st.ok()) in_flight_ -= pass.size();  // refused: the caller completes them itself
+    return st;
   }
 
   Status Wait(size_t min, std::vector<IoCompletion>* out) override {

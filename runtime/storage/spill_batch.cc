@@ -20,12 +20,26 @@ SpillBatch::SpillBatch(SpillStore* store, std::unique_ptr<IoQueue> queue, unsign
 }
 
 SpillBatch::~SpillBatch() {
-  // Finish what the device holds so slots are released or recorded and no
-  // buffer is freed under a request; never start what is only queued.
+  // Finish what the device holds so no buffer is freed under a request;
+  // never start what is only queued.
   queued_.clear();
   while (in_flight_ > 0 && Pump(false).ok()) {
   }
-  queue_.reset();  // unregisters the bounce buffers before they are freed
+  queue_.reset();  // waits out what is left, unregisters the bounce buffers
+  // Nobody will learn where these pages went: give their slots back.
+  for (const SpillCompletion& c : done_) {
+    if (c.kind == IoKind::kWrite && c.status.ok()) store_->Free(c.slot.index);
+  }
+  if (in_flight_ > 0) {
+    // The queue broke with writes in flight: their slots were never filled.
+    std::vector<bool> free_lane(lanes_.size(), false);
+    for (unsigned lane : free_lanes_) free_lane[lane] = true;
+    for (unsigned lane = 0; lane < lanes_.size(); ++lane) {
+      if (!free_lane[lane] && lanes_[lane].kind == IoKind::kWrite) {
+        store_->ReleaseSlot(lanes_[lane].slot);
+      }
+    }
+  }
 }
 
 void SpillBatch::AddWrite(const void* src, size_t len, uint64_t tag) {
@@ -61,14 +75,18 @@ void SpillBatch::Submit() {
     if (reqs.size() > before && reqs.back().kind == IoKind::kWrite) {
       writes.push_back(lane);
       // A bounced write goes to the device as soon as it is copied, not
-      // after the copies of the whole refill.
-      if (lanes_[lane].bounce) SubmitRequests(&reqs);
+      // after the copies of the whole refill. If the queue refuses it, the
+      // rest waits for the next Submit (the refused lane is free again).
+      if (lanes_[lane].bounce && !SubmitRequests(&reqs)) break;
     }
   }
   SubmitRequests(&reqs);
   // Checksum the writes while the device already moves their bytes: both
-  // only read the buffer, and the result is needed only at completion.
+  // only read the buffer, and the result is needed only at completion
+  // (completions are handled by Pump, after this returns). A write the
+  // queue refused has completed already and left its lane.
   for (unsigned lane : writes) {
+    if (std::find(free_lanes_.begin(), free_lanes_.end(), lane) != free_lanes_.end()) continue;
     Op& op = lanes_[lane];
     op.checksum = PageChecksum(op.bounce ? bounce_[lane].data() : op.src, op.len);
   }
@@ -83,11 +101,19 @@ Status SpillBatch::Wait(size_t min, std::vector<SpillCompletion>* out) {
       continue;
     }
     Status st = Pump(true);
-    if (!st.ok()) return st.Annotate("spill I/O queue (" + store_->file_description() + ")");
+    if (!st.ok()) {
+      // What completed is still the caller's (slots of finished writes).
+      TakeDone(out);
+      return st.Annotate("spill I/O queue (" + store_->file_description() + ")");
+    }
   }
+  TakeDone(out);
+  return Status::Ok();
+}
+
+void SpillBatch::TakeDone(std::vector<SpillCompletion>* out) {
   for (SpillCompletion& c : done_) out->push_back(std::move(c));
   done_.clear();
-  return Status::Ok();
 }
 
 Status SpillBatch::Pump(bool refill) {
@@ -126,10 +152,9 @@ Status SpillBatch::Pump(bool refill) {
 }
 
 bool SpillBatch::NeedsBounce(IoKind kind, const void* p, size_t len) const {
-  const SpillStoreConfig& c = store_->config_;
-  if (!(kind == IoKind::kWrite ? c.zero_copy_writes : c.zero_copy_reads)) return true;
-  if (!store_->direct_) return false;
-  return !IsAligned(p, kDirectAlign) || len % kDirectAlign != 0;
+  if (!store_->direct_) return false;  // buffered I/O takes any buffer
+  if (!IsAligned(p, kDirectAlign) || len % kDirectAlign != 0) return true;
+  return store_->Bounces(kind);
 }
 
 Status SpillBatch::EnsureBounce() {
@@ -217,8 +242,8 @@ IoRequest SpillBatch::RequestFor(const Op& op, unsigned lane) const {
   return r;
 }
 
-void SpillBatch::SubmitRequests(std::vector<IoRequest>* reqs) {
-  if (reqs->empty()) return;
+bool SpillBatch::SubmitRequests(std::vector<IoRequest>* reqs) {
+  if (reqs->empty()) return true;
   Status st = queue_->Submit(reqs->data(), reqs->size());
   if (st.ok()) {
     in_flight_ += reqs->size();
@@ -231,6 +256,7 @@ void SpillBatch::SubmitRequests(std::vector<IoRequest>* reqs) {
     }
   }
   reqs->clear();
+  return st.ok();
 }
 
 void SpillBatch::Finish(unsigned lane, int64_t result, std::vector<IoRequest>* retries) {

@@ -5,8 +5,9 @@
 // verified against its checksum and retried once (see SpillStore::Read).
 //
 // Bounce buffers (one huge-page-backed page each, registered with io_uring)
-// are allocated on first need: writes copy through them by default, aligned
-// read destinations take the data directly (SpillStoreConfig says why).
+// are set up with the batch when its store bounces aligned buffers (writes,
+// by default; SpillStoreConfig says why), else on first need (a misaligned
+// buffer). Aligned read destinations take the data directly.
 //
 // Thread-safety: single-owner; one thread at a time. Destroy before the store.
 #pragma once
@@ -26,7 +27,9 @@ namespace kvtier {
 
 class SpillBatch {
  public:
-  ~SpillBatch();  // waits for requests in flight (their buffers are ours)
+  // Waits for requests in flight (their buffers are ours); the slots of
+  // writes whose completion no caller took are given back.
+  ~SpillBatch();
   SpillBatch(const SpillBatch&) = delete;
   SpillBatch& operator=(const SpillBatch&) = delete;
 
@@ -40,7 +43,8 @@ class SpillBatch {
   void Submit();
   // Waits until at least `min` requests have completed since the last Wait
   // (capped at outstanding()), then appends every completed one to out.
-  // Fails only if the I/O queue itself breaks.
+  // Fails only if the I/O queue itself breaks (what completed is still
+  // appended; drop the batch then).
   Status Wait(size_t min, std::vector<SpillCompletion>* out);
   Status WaitAll(std::vector<SpillCompletion>* out) { return Wait(outstanding(), out); }
   // Queued + in flight + completed but not yet returned by Wait.
@@ -83,7 +87,9 @@ class SpillBatch {
   void Complete(unsigned lane, SpillCompletion c);
   // "spill slot 3 (offset 6291456 of the <file>, 2097152 bytes)", for messages.
   std::string Where(const Op& op) const;
-  void SubmitRequests(std::vector<IoRequest>* reqs);
+  // False when the queue refused them (each is then completed as failed).
+  bool SubmitRequests(std::vector<IoRequest>* reqs);
+  void TakeDone(std::vector<SpillCompletion>* out);
   // Waits for at least one completion and handles it; resubmits retries and,
   // with `refill`, starts queued requests.
   Status Pump(bool refill);

@@ -107,7 +107,7 @@ Status SpillStore::Open() {
       // restore does not pay for setting one up (nor, when every request
       // bounces, for its buffer).
       std::unique_ptr<SpillBatch> lane(new SpillBatch(this, std::move(queue), 1));
-      if (!config_.zero_copy_reads && !lane->EnsureBounce().ok()) lane.reset();
+      if (Bounces(IoKind::kRead) && !lane->EnsureBounce().ok()) lane.reset();
       if (lane) idle_sync_.push_back(std::move(lane));
       file_desc_ = std::string(tmpfile ? "unlinked O_TMPFILE file" : "unlinked spill file") +
                    " in " + config_.dir + " (fd " + std::to_string(fd_) + ")";
@@ -171,8 +171,8 @@ Result<std::unique_ptr<SpillBatch>> SpillStore::NewBatch() {
   Result<std::unique_ptr<IoQueue>> q = NewQueue(config_.queue_depth);
   if (!q.ok()) return q.status();
   std::unique_ptr<SpillBatch> batch(new SpillBatch(this, std::move(q).value(), config_.queue_depth));
-  // Writes bounce: set the buffers up now, not in the first spill's time.
-  if (!config_.zero_copy_writes) {
+  // Set the bounce buffers up now, not in the first request's time.
+  if (Bounces(IoKind::kWrite) || Bounces(IoKind::kRead)) {
     if (Status st = batch->EnsureBounce(); !st.ok()) return st;
   }
   return batch;
@@ -253,10 +253,17 @@ Result<uint32_t> SpillStore::AcquireSlot() {
       // fallocate waits for every direct I/O in flight on the file (ext4's
       // inode_dio_wait), draining the pipeline: double the file each time,
       // so that happens a handful of times, not once per step.
-      uint64_t step =
-          AlignUp(std::max({config_.grow_bytes, page, file_bytes_}), page);
-      uint64_t grow = std::min(step, uint64_t{max_slots_} * page - file_bytes_);
+      const uint64_t room = uint64_t{max_slots_} * page - file_bytes_;
+      const uint64_t first = AlignUp(std::max(config_.grow_bytes, page), page);
+      const uint64_t doubled =
+          std::max(first, std::min(file_bytes_, kMaxGrowStep) / page * page);
+      uint64_t grow = std::min(doubled, room);
       Status st = env_->Allocate(fd_, file_bytes_, grow);
+      if (!st.ok() && grow > std::min(first, room)) {
+        // Less may still fit: the disk need not hold a doubled step.
+        grow = std::min(first, room);
+        st = env_->Allocate(fd_, file_bytes_, grow);
+      }
       if (!st.ok()) {
         std::string why = st.message() + " growing the " + file_desc_;
         Counters::Add(counters_->spill_errors);
@@ -295,6 +302,11 @@ void SpillStore::Free(uint32_t slot) {
     free_.push_back(slot);
   }
   Counters::Sub(counters_->disk_used_bytes, config_.page_size);
+}
+
+bool SpillStore::Bounces(IoKind kind) const {
+  if (!direct_ || config_.page_size > kMaxBouncedPage) return false;
+  return !(kind == IoKind::kWrite ? config_.zero_copy_writes : config_.zero_copy_reads);
 }
 
 bool SpillStore::SlotInUse(uint32_t slot) const {

@@ -33,6 +33,12 @@ class SpillBatch;
 
 enum class IoEngine : uint8_t { kAuto, kUring, kPread };
 
+// Pages larger than this go to the device from the caller's buffer (a
+// bounce buffer per queue slot would cost queue depth x page size).
+constexpr size_t kMaxBouncedPage = size_t{4} << 20;
+// The most one fallocate adds to the spill file.
+constexpr uint64_t kMaxGrowStep = uint64_t{1} << 30;
+
 struct SpillStoreConfig {
   std::string dir;                           // KVTIER_DISK_DIR; created 0700 if missing
   uint64_t budget_bytes = 0;                 // KVTIER_DISK_BUDGET; whole pages of it are used
@@ -40,15 +46,18 @@ struct SpillStoreConfig {
   unsigned queue_depth = 8;                  // requests in flight per SpillBatch
   IoEngine engine = IoEngine::kAuto;         // kAuto and kUring fall back to pread if refused
   bool direct = true;                        // try O_DIRECT first (falls back to buffered)
-  // Whether aligned caller buffers go to the device without the bounce copy.
-  // Writes copy by default: the bounce buffers are huge pages, and O_DIRECT
-  // from 4 KiB-page sources (shmem, the simulated device's memfd) reaches
-  // only ~0.7x of the device, while a 2 MiB copy costs ~0.15 ms and overlaps
-  // the I/O in flight. Reads land in the caller's page directly.
+  // Whether aligned caller buffers go to the device without the bounce copy
+  // (with O_DIRECT and pages up to kMaxBouncedPage; buffered I/O and larger
+  // pages never bounce aligned buffers). Writes copy by default: the bounce
+  // buffers are huge pages, and O_DIRECT from 4 KiB-page sources (shmem, the
+  // simulated device's memfd) reaches only ~0.7x of the device, while a
+  // 2 MiB copy costs ~0.15 ms and overlaps the I/O in flight. Reads land in
+  // the caller's page directly.
   bool zero_copy_writes = false;
   bool zero_copy_reads = true;
-  // First fallocate step as the file grows; each later step doubles the file
-  // (up to the budget), since growing waits for all direct I/O in flight.
+  // First fallocate step as the file grows. Later steps double the file, up
+  // to kMaxGrowStep and the budget, since growing waits for all direct I/O
+  // in flight; a step refused for space is retried at this size.
   uint64_t grow_bytes = uint64_t{64} << 20;
   uint64_t backoff_min_ns = 100'000'000;     // first wait after a write error
   uint64_t backoff_max_ns = 30'000'000'000;  // cap of the doubling wait
@@ -134,6 +143,8 @@ class SpillStore {
 
   // Slot life cycle, used by SpillBatch.
   Result<uint32_t> AcquireSlot();
+  // Whether aligned buffers of `kind` still go through the bounce buffers.
+  bool Bounces(IoKind kind) const;
   void ReleaseSlot(uint32_t slot);  // after a failed write
   bool SlotInUse(uint32_t slot) const;
   void OnWriteDone(size_t len);

@@ -177,6 +177,69 @@ TEST_F(SimDiskTest, SpillPagesKeepsPagesWhoseWriteFailedOnTheHost) {
   }
 }
 
+TEST_F(SimDiskTest, ATouchDuringAGroupSpillKeepsThatPageAndSpillsTheOthers) {
+  SpillStore* store = MakeStore(8);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(8 * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  constexpr uint32_t kPages = 4;
+  RegionPtr region = HostRegion(*dev, 23, kPages);
+  ASSERT_TRUE(region);
+  Region& r = *region;
+  // The slow device holds the group open while the engine touches page 2.
+  env_.SetSlowDelay(500'000'000);
+  env_.Arm(Fault::kSlow, 1);
+  std::vector<PageRef> refs;
+  for (uint32_t p = 0; p < kPages; ++p) refs.push_back({&r, p});
+  std::vector<Status> results(kPages, Status::Error("not run"));
+  std::thread mover([&] { dev->SpillPages(refs, results); });
+  ASSERT_TRUE(WaitForFlag(r, 2, kPageInFlight));
+  WritePattern(PageBase(r, 2), kPage, Seed(2, 2));  // a MINOR fault, then new bytes
+  ASSERT_TRUE(dev->Demote(r, 2).ok());
+  EXPECT_NE(r.pages[2].flags.load() & kPageInFlight, 0) << "the group ended too soon to test";
+  mover.join();
+  for (uint32_t p = 0; p < kPages; ++p) {
+    EXPECT_TRUE(results[p].ok()) << p << ": " << results[p].message();
+    EXPECT_EQ(TierOf(r, p), p == 2 ? Tier::kHost : Tier::kDisk) << p;
+    EXPECT_EQ(r.pages[p].flags.load() & (kPageInFlight | kPageTouchedDuringMove), 0) << p;
+  }
+  EXPECT_EQ(store->used_slots(), kPages - 1) << "the stale copy's slot must be freed";
+  EXPECT_EQ(MemfdBytes(r), kPage);
+  for (uint32_t p = 0; p < kPages; ++p) {
+    EXPECT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, p == 2 ? 2 : 1)), -1) << p;
+  }
+}
+
+TEST_F(SimDiskTest, TwoThreadsSpillingGroupsAtOnceTakeTurnsAndLoseNothing) {
+  SpillStore* store = MakeStore(16);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(8 * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  constexpr uint32_t kPages = 12;
+  RegionPtr region = HostRegion(*dev, 24, kPages);
+  ASSERT_TRUE(region);
+  Region& r = *region;
+  std::vector<Status> results[2];
+  auto spill_half = [&](int half) {
+    std::vector<PageRef> refs;
+    for (uint32_t p = half; p < kPages; p += 2) refs.push_back({&r, p});
+    results[half].assign(refs.size(), Status::Error("not run"));
+    dev->SpillPages(refs, results[half]);
+  };
+  std::thread a(spill_half, 0), b(spill_half, 1);
+  a.join();
+  b.join();
+  for (const std::vector<Status>& half : results) {
+    for (const Status& st : half) EXPECT_TRUE(st.ok()) << st.message();
+  }
+  for (uint32_t p = 0; p < kPages; ++p) EXPECT_EQ(TierOf(r, p), Tier::kDisk) << p;
+  EXPECT_EQ(store->used_slots(), kPages);
+  EXPECT_EQ(MemfdBytes(r), 0u);
+  for (uint32_t p = 0; p < kPages; ++p) {
+    EXPECT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << p;
+  }
+}
+
 TEST_F(SimDiskTest, APolicyTickSpillsItsPagesAsOneGroup) {
   const std::map<std::string, std::string> values = {
       {"KVTIER_DEVICE_BUDGET", "512K"}, {"KVTIER_HOST_BUDGET", "1M"},

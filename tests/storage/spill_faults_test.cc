@@ -107,6 +107,29 @@ INSTANTIATE_TEST_SUITE_P(Kinds, SpillWriteFaultTest,
                            return n;
                          });
 
+TEST_F(SpillFaultsTest, AGrowthStepRefusedForSpaceIsRetriedSmallerBeforeBackingOff) {
+  // SmallConfig grows by 4 pages first, then doubles the file: 4, 8, 16...
+  auto write = [&] { return store_->Write(page_.data(), page_.size()); };
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(write().ok()) << i;
+  // The 9th page needs a doubled step (8 pages); the disk has room for less.
+  env_.Arm(Fault::kAllocNoSpace, 1);
+  Result<SpillSlot> smaller = write();
+  ASSERT_TRUE(smaller.ok()) << smaller.status().message();
+  EXPECT_EQ(env_.injected(Fault::kAllocNoSpace), 1u);
+  EXPECT_EQ(Get(c_.spill_errors), 0u);
+  EXPECT_TRUE(store_->writable());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(write().ok()) << i;  // fills the smaller step
+  // Neither the doubled step nor the retry fits: a spill error, backoff.
+  env_.Arm(Fault::kAllocNoSpace, 2);
+  Result<SpillSlot> refused = write();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(Has(refused.status().message(), "No space left")) << refused.status().message();
+  EXPECT_EQ(env_.injected(Fault::kAllocNoSpace), 3u);
+  EXPECT_EQ(Get(c_.spill_errors), 1u);
+  EXPECT_FALSE(store_->writable());
+  EXPECT_EQ(store_->used_slots(), 12u);
+}
+
 TEST_F(SpillFaultsTest, BackoffDoublesWhileWritesKeepFailing) {
   env_.Arm(Fault::kWriteIoError, 2);
   EXPECT_FALSE(store_->Write(page_.data(), page_.size()).ok());
@@ -279,7 +302,9 @@ TEST_F(SpillFaultsTest, RandomFaultsLoseNothing) {
     }
     env.SetRate(Fault::kReadIoError, 0.15);
     env.SetRate(Fault::kReadBitFlip, 0.15);
-    env.Arm(Fault::kAllocNoSpace, 1, 3);
+    // The 4th growth is a doubled step: refused, and so is its retry at
+    // the first step's size (one spill error for the two).
+    env.Arm(Fault::kAllocNoSpace, 2, 3);
 
     constexpr int kPages = 128;
     Result<AlignedBuffer> src = AlignedBuffer::Allocate(kPages * kTestPage);
@@ -340,7 +365,7 @@ TEST_F(SpillFaultsTest, RandomFaultsLoseNothing) {
     std::printf("; reads failed %llu\n", (unsigned long long)failed);
     uint64_t write_faults = env.injected(Fault::kWriteNoSpace) +
                             env.injected(Fault::kWriteIoError) + env.injected(Fault::kShortWrite) +
-                            env.injected(Fault::kAllocNoSpace);
+                            env.injected(Fault::kAllocNoSpace) / 2;
     EXPECT_EQ(Counters::Get(c.spill_errors), write_faults);
     EXPECT_EQ(Counters::Get(c.restore_errors), env.injected(Fault::kReadIoError));
     EXPECT_GE(Counters::Get(c.checksum_mismatches), env.injected(Fault::kReadBitFlip));

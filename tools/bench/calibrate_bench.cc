@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <ctime>
 #include <string>
@@ -124,11 +125,12 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// One measured field: its new value and how it was measured.
+// One measured field: where it lives in the profile, what was measured and
+// how.
 struct Measured {
   const char* field;
-  double* value;
-  double was;
+  double* slot;
+  double value;
   std::string how;
 };
 
@@ -244,9 +246,15 @@ int RunCalibrateBench(int argc, char** argv) {
   const std::string stamp = "measured by kvtier-bench calibrate on " + host + ", " + Today() + ": ";
   fprintf(report, "%-20s %16s %16s %7s\n", "field", a.base.c_str(), "measured", "ratio");
   for (Measured& m : measured) {
-    fprintf(report, "%-20s %16.4g %16.4g %7.2f\n", m.field, *m.value, m.was,
-            *m.value > 0 ? m.was / *m.value : 0.0);
-    *m.value = m.was;
+    if (!std::isfinite(m.value) || m.value <= 0) {
+      // A timing too short to measure, say: the base's figure stays.
+      fprintf(report, "%-20s %16.4g %16s %7s   (no usable measurement; kept)\n", m.field,
+              *m.slot, "-", "-");
+      continue;
+    }
+    fprintf(report, "%-20s %16.4g %16.4g %7.2f\n", m.field, *m.slot, m.value,
+            *m.slot > 0 ? m.value / *m.slot : 0.0);
+    *m.slot = m.value;
     p.sources[m.field] = stamp + m.how;
   }
   fprintf(report,

@@ -60,9 +60,14 @@ GpuFigures MeasureInContext(const cuda::DriverApi& api, CUdevice device, uint64_
     return g;
   }
   CUstream stream = nullptr;
-  r = api.cuStreamCreateWithPriority(&stream, CU_STREAM_NON_BLOCKING, 0);
+  if ((r = api.cuStreamCreateWithPriority(&stream, CU_STREAM_NON_BLOCKING, 0)) != CUDA_SUCCESS) {
+    api.cuMemFree(ptr);
+    g.note = std::string("not measured: cuStreamCreateWithPriority failed with ") +
+             api.ErrorName(r);
+    return g;
+  }
   // Populate on the host, so every prefetch moves every page.
-  if (r == CUDA_SUCCESS) memset(reinterpret_cast<void*>(ptr), 1, bytes);
+  memset(reinterpret_cast<void*>(ptr), 1, bytes);
   std::vector<double> seconds;
   for (int i = 0; i < 3 && r == CUDA_SUCCESS; ++i) {
     double t0 = Seconds();
@@ -72,7 +77,7 @@ GpuFigures MeasureInContext(const cuda::DriverApi& api, CUdevice device, uint64_
     if (r == CUDA_SUCCESS) r = api.Prefetch(ptr, bytes, /*to_host=*/true, device, stream);
     if (r == CUDA_SUCCESS) r = api.cuStreamSynchronize(stream);
   }
-  if (stream != nullptr) api.cuStreamDestroy(stream);
+  api.cuStreamDestroy(stream);
   api.cuMemFree(ptr);
   if (r != CUDA_SUCCESS) {
     g.note = std::string("not measured: prefetch failed with ") + api.ErrorName(r);

@@ -21,13 +21,17 @@ Status SimDevice::Spill(Region& region, uint32_t page) {
 }
 
 void SimDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> results) {
-  Status refused = Usable();
-  if (refused.ok() && store_ == nullptr) {
-    refused = Status::Error(
-        "simulated GPU: there is no disk tier to spill to (set KVTIER_DISK_BUDGET)");
+  if (Status unusable = Usable(); !unusable.ok()) {
+    for (Status& r : results) r = unusable;
+    return;
   }
-  if (!refused.ok()) {
-    for (Status& r : results) r = refused;
+  if (store_ == nullptr) {
+    for (size_t i = 0; i < pages.size(); ++i) {
+      results[i] = Status::Errorf(
+          "simulated GPU: region %u page %u: there is no disk tier to spill to (set "
+          "KVTIER_DISK_BUDGET)",
+          pages[i].region->id, pages[i].page);
+    }
     return;
   }
   struct Job {
