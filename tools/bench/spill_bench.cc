@@ -56,7 +56,7 @@ const char kUsage[] =
     "                          [--check] [-v]\n"
     "Spills and restores --size bytes through the SSD tier's store in D and through the\n"
     "simulated GPU's faults and, in the same run, measures raw O_DIRECT throughput and 2 MiB\n"
-    "read latency in D. Needs about 3x --size of memory and 5x --size of free space in D.\n"
+    "read latency in D. Needs about 3x --size of memory and 5x --size of free space in D; writes each file twice.\n"
     "--check exits 1 when a target is missed.\n";
 
 // Nearest-rank percentile (p in 0..100) of the samples.
@@ -217,8 +217,7 @@ void Row(const char* name, double raw, double store, double swapped, const char*
          raw > 0 ? swapped / raw : 0, target);
 }
 
-void PrintDevice(const Args& a, const DeviceResult& d, double raw_write, double raw_read,
-                 const std::vector<double>& raw_lat) {
+void PrintDevice(const Args& a, const DeviceResult& d, double raw_write, double raw_read) {
   printf(
       "\nthrough the simulated GPU: a region of %zu pages (the device holds %zu), %s, %d fault "
       "threads\n",
@@ -232,14 +231,15 @@ void PrintDevice(const Args& a, const DeviceResult& d, double raw_write, double 
   };
   row("spill GB/s", raw_write, Median(d.spill_gbs), "%.2f", "");
   row("restore GB/s", raw_read, Median(d.restore_gbs), "%.2f", "");
-  row("fault-in p50 ms", Percentile(raw_lat, 50), Percentile(d.fault_ms, 50), "%.3f", "");
-  row("fault-in p99 ms", Percentile(raw_lat, 99), Percentile(d.fault_ms, 99), "%.3f", "<= 3.00");
+  row("fault-in p50 ms", Percentile(d.raw_ms, 50), Percentile(d.fault_ms, 50), "%.3f", "");
+  row("fault-in p99 ms", Percentile(d.raw_ms, 99), Percentile(d.fault_ms, 99), "%.3f", "<= 3.00");
   printf(
       "(spill = Device::SpillPages from one thread in groups of %u, as the policy tick does: "
       "write from the alias + punch the hole; "
       "restore = %u engine threads touching every page; fault-in = one engine thread's touch of "
       "a spilled page, timed by that thread: MISSING fault, read + XXH3 verify, UFFDIO_COPY, "
-      "%zu samples; raw = one read; %llu restores, %zu pages wrong after all rounds)\n",
+      "%zu samples; raw = one read of the raw file right after each touch; %llu restores, %zu "
+      "pages wrong after all rounds)\n",
       2 * a.qd, a.qd, d.fault_ms.size(), static_cast<unsigned long long>(d.restored), d.wrong_pages);
 }
 
@@ -278,7 +278,7 @@ int RunSpillBench(int argc, char** argv) {
 
   // Per target: write GB/s and read GB/s per round, latency samples in ms.
   constexpr int kRaw = 0, kStore = 1, kSwapped = 2, kRawFromSource = 3;
-  std::vector<double> wr[4], rd[3], lat[3];
+  std::vector<double> first_fill[4], rewrite[4], rd[3], lat[3];
   std::string raw_how, store_how;
   uint64_t pick = a.seed * 2654435761u + 17;
   double gb = static_cast<double>(a.size) / kGB;
@@ -291,13 +291,17 @@ int RunSpillBench(int argc, char** argv) {
   // the disk (write-back behind a virtual disk, SSD garbage collection)
   // weighs on every target alike; a target's figure for the round is its
   // bytes over its time in both passes. Every write pass gets a fresh file
-  // (the same fresh extents for all); the later one's serves the reads.
+  // and writes it twice: the first fill meets blocks the file system (and a
+  // virtual disk's host) must allocate, which varies from file to file; the
+  // refill rewrites them, as a store that has filled reuses its slots. The
+  // later pass's file serves the reads.
   static constexpr int kWriteOrder[] = {kRaw, kStore, kSwapped, kRawFromSource,
                                         kRawFromSource, kSwapped, kStore, kRaw};
   static constexpr int kReadOrder[] = {kRaw, kStore, kSwapped, kSwapped, kStore, kRaw};
+  std::unique_ptr<Target> last_raw;
   for (int round = 0; round < a.rounds; ++round) {
     std::unique_ptr<Target> targets[4];
-    double write_s[4] = {}, read_s[3] = {};
+    double rewrite_s[4] = {}, fill_s[4] = {}, read_s[3] = {};
     for (int phase = 0; phase < 2; ++phase) {
       for (int i : phase == 0 ? std::span<const int>(kWriteOrder) : std::span<const int>(kReadOrder)) {
         if (phase == 0) {
@@ -307,16 +311,25 @@ int RunSpillBench(int argc, char** argv) {
             return 1;
           }
           targets[i] = std::move(t).value();
+          Result<double> fill = targets[i]->WriteAll();
+          if (!fill.ok()) {
+            fprintf(stderr, "kvtier-bench spill: %s\n", fill.status().message().c_str());
+            return 1;
+          }
+          fill_s[i] += fill.value();
         }
         Result<double> t = phase == 0 ? targets[i]->WriteAll() : targets[i]->ReadAll();
         if (!t.ok()) {
           fprintf(stderr, "kvtier-bench spill: %s\n", t.status().message().c_str());
           return 1;
         }
-        (phase == 0 ? write_s : read_s)[i] += t.value();
+        (phase == 0 ? rewrite_s : read_s)[i] += t.value();
       }
     }
-    for (int i = 0; i < 4; ++i) wr[i].push_back(2 * gb / write_s[i]);
+    for (int i = 0; i < 4; ++i) {
+      rewrite[i].push_back(2 * gb / rewrite_s[i]);
+      first_fill[i].push_back(2 * gb / fill_s[i]);
+    }
     for (int i = 0; i < 3; ++i) rd[i].push_back(2 * gb / read_s[i]);
     raw_how = targets[kRaw]->how();
     store_how = targets[kStore]->how();
@@ -331,13 +344,16 @@ int RunSpillBench(int argc, char** argv) {
         lat[i].push_back(t.value() * 1e3);
       }
     }
+    last_raw = std::move(targets[kRaw]);  // the device phase's baseline reads
   }
   printf("raw: %s; store: %s; every restored page verified (XXH3 and byte compare)\n\n",
          raw_how.c_str(), store_how.c_str());
   printf("%-22s %12s %14s %7s %14s %7s   %s\n", "", "raw O_DIRECT", "store", "ratio",
          "store swapped", "ratio", "target");
-  Row("write GB/s", Median(wr[kRaw]), Median(wr[kStore]), Median(wr[kSwapped]), "%.2f",
-      ">= 0.80");
+  Row("write GB/s", Median(first_fill[kRaw]), Median(first_fill[kStore]),
+      Median(first_fill[kSwapped]), "%.2f", ">= 0.80");
+  Row("rewrite GB/s", Median(rewrite[kRaw]), Median(rewrite[kStore]), Median(rewrite[kSwapped]),
+      "%.2f", "");
   Row("read GB/s", Median(rd[kRaw]), Median(rd[kStore]), Median(rd[kSwapped]), "%.2f", ">= 0.80");
   Row("restore p50 ms", Percentile(lat[kRaw], 50), Percentile(lat[kStore], 50),
       Percentile(lat[kSwapped], 50), "%.3f", "");
@@ -346,14 +362,16 @@ int RunSpillBench(int argc, char** argv) {
   printf(
       "(store: writes copy each page into a huge-page registered bounce buffer, reads land in the "
       "destination directly; swapped: writes straight from the source pages, reads through the "
-      "bounce buffers. restore = one %s page: read + XXH3 verify into a private page buffer; "
-      "raw = one read; %zu samples)\n",
+      "bounce buffers. write = a new file's first fill; rewrite = the same pages again onto "
+      "written blocks (slots reused). restore = one %s page: read + XXH3 "
+      "verify into a private page buffer; raw = one read; %zu samples)\n",
       FormatBytes(a.page).c_str(), lat[kRaw].size());
   printf(
       "raw O_DIRECT write straight from the source pages (memfd, 4 KiB pages, unregistered): "
       "%.2f GB/s, %.2f of raw; store swapped writes at %.2f of that\n",
-      Median(wr[kRawFromSource]), Median(wr[kRawFromSource]) / Median(wr[kRaw]),
-      Median(wr[kSwapped]) / Median(wr[kRawFromSource]));
+      Median(first_fill[kRawFromSource]),
+      Median(first_fill[kRawFromSource]) / Median(first_fill[kRaw]),
+      Median(first_fill[kSwapped]) / Median(first_fill[kRawFromSource]));
 
   if (a.fio) {
     FioResult f = RunFio(a);
@@ -369,25 +387,28 @@ int RunSpillBench(int argc, char** argv) {
 
   bool met = true;
   for (double ratio :
-       {Median(wr[kStore]) / Median(wr[kRaw]), Median(rd[kStore]) / Median(rd[kRaw])}) {
+       {Median(first_fill[kStore]) / Median(first_fill[kRaw]),
+        Median(rd[kStore]) / Median(rd[kRaw])}) {
     met = met && ratio >= kWriteReadTarget;
   }
   // The fault-in the engine sees is the simulated GPU's; without it, the
   // store's single-page restore stands in.
   double fault_p99 = Percentile(lat[kStore], 99);
+  double raw_p99 = Percentile(lat[kRaw], 99);
   const char* fault_source = "store restore";
   if (a.device) {
-    Result<DeviceResult> d = RunDevicePhase(a, src.data);
+    Result<DeviceResult> d = RunDevicePhase(a, src.data, last_raw.get());
     if (!d.ok()) {
       fprintf(stderr, "kvtier-bench spill: %s\n", d.status().message().c_str());
       return 1;
     }
-    PrintDevice(a, d.value(), Median(wr[kRaw]), Median(rd[kRaw]), lat[kRaw]);
+    PrintDevice(a, d.value(), Median(first_fill[kRaw]), Median(rd[kRaw]));
     fault_p99 = Percentile(d.value().fault_ms, 99);
+    raw_p99 = Percentile(d.value().raw_ms, 99);  // sampled beside the faults
     fault_source = "sim GPU fault-in";
     met = met && d.value().wrong_pages == 0;
   }
-  met = met && fault_p99 <= kLatencyTarget * Percentile(lat[kRaw], 99);
+  met = met && fault_p99 <= kLatencyTarget * raw_p99;
   printf(
       "targets (store write and read >= %.2fx raw, %s p99 <= %.2fx raw read p99): "
       "%s\n",

@@ -72,12 +72,15 @@ bool RunFaultPhase(const Args& a, const uint8_t* src, uint8_t* dst);
 struct DeviceResult {
   std::vector<double> spill_gbs, restore_gbs;  // per round
   std::vector<double> fault_ms;                // per timed touch
+  std::vector<double> raw_ms;                  // a raw read right after each timed touch
   int fault_threads = 0;
   size_t pages = 0, device_pages = 0, wrong_pages = 0;
   uint64_t restored = 0, faults = 0, checksum_mismatches = 0;
   std::string io_mode;
 };
-Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src);
+// `raw` (a written raw target) gives a single-page read after each timed
+// touch, so the fault-in and its baseline are sampled at the same time.
+Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src, Target* raw);
 // The same path over FaultEnv (write faults at random, read faults one at a
 // time, a slow device); prints what was injected and counted, and returns
 // whether every page came back exactly.

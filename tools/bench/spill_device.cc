@@ -116,7 +116,7 @@ struct Rig {
 
 }  // namespace
 
-Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src) {
+Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src, Target* raw) {
   DeviceResult out;
   Rig rig;
   if (Status s = rig.Open(a, Env::Default(), static_cast<int>(a.qd), a.size); !s.ok()) {
@@ -144,6 +144,9 @@ Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src) {
       double t0 = Now();
       (void)*reinterpret_cast<volatile uint64_t*>(rig.Page(p));
       out.fault_ms.push_back((Now() - t0) * 1e3);
+      Result<double> r = raw->ReadOne(NextRandom(&pick) % rig.pages);
+      if (!r.ok()) return r.status().Annotate("raw read beside the simulated GPU phase");
+      out.raw_ms.push_back(r.value() * 1e3);
     }
     rig.TouchAll(1);  // the rest, so the next round spills every page again
   }

@@ -131,7 +131,14 @@ class StoreTarget final : public Target {
   std::string how() const override { return store_->io_mode(); }
 
   Result<double> WriteAll() override {
+    if (written_) {
+      // A refill: the pages' slots go back first, last one first, so the
+      // free list hands them out again in file order (a store reusing the
+      // slots of restored pages, as it does once it has filled).
+      for (size_t i = slots_.size(); i-- > 0;) store_->Free(slots_[i].index);
+    }
     for (size_t i = 0; i < slots_.size(); ++i) batch_->AddWrite(src_ + i * a_.page, a_.page, i);
+    written_ = true;
     return Run(true);
   }
   Result<double> ReadAll() override {
@@ -176,6 +183,7 @@ class StoreTarget final : public Target {
   std::unique_ptr<SpillBatch> batch_;
   AlignedBuffer page_buf_;
   std::vector<SpillSlot> slots_;
+  bool written_ = false;  // slots_ holds every page's slot
 };
 
 }  // namespace
