@@ -64,32 +64,56 @@ void SpillBatch::AddRead(uint32_t slot, void* dst, size_t len, uint64_t checksum
 
 void SpillBatch::Submit() {
   std::vector<IoRequest> reqs;
-  std::vector<unsigned> writes;
-  while (!queued_.empty() && !free_lanes_.empty()) {
+  std::vector<unsigned> unhashed;  // zero-copy writes, hashed once submitted below
+  for (;;) {
+    if (queued_.empty()) break;
+    if (free_lanes_.empty()) {
+      // Requests that finished while this thread copied and checksummed
+      // free their lanes now, not at the next Pump: one thread keeps the
+      // device fed.
+      if (!ReapReady()) break;
+      continue;
+    }
     unsigned lane = free_lanes_.back();
     free_lanes_.pop_back();
     Op op = queued_.front();
     queued_.pop_front();
     size_t before = reqs.size();
     Start(op, lane, &reqs);
-    if (reqs.size() > before && reqs.back().kind == IoKind::kWrite) {
-      writes.push_back(lane);
-      // A bounced write goes to the device as soon as it is copied, not
-      // after the copies of the whole refill. If the queue refuses it, the
-      // rest waits for the next Submit (the refused lane is free again).
-      if (lanes_[lane].bounce && !SubmitRequests(&reqs)) break;
+    if (reqs.size() == before || reqs.back().kind != IoKind::kWrite) continue;
+    if (!lanes_[lane].bounce) {
+      unhashed.push_back(lane);
+      continue;
     }
+    // A bounced write goes to the device as soon as it is copied, and is
+    // checksummed while the device moves it (both only read the buffer),
+    // before any completion is reaped: its completion needs the checksum.
+    // If the queue refuses it, the rest waits for the next Submit.
+    if (!SubmitRequests(&reqs)) break;
+    Op& written = lanes_[lane];
+    written.checksum = PageChecksum(bounce_[lane].data(), written.len);
   }
   SubmitRequests(&reqs);
-  // Checksum the writes while the device already moves their bytes: both
-  // only read the buffer, and the result is needed only at completion
-  // (completions are handled by Pump, after this returns). A write the
-  // queue refused has completed already and left its lane.
-  for (unsigned lane : writes) {
+  // A write the queue refused has completed already and left its lane.
+  for (unsigned lane : unhashed) {
     if (std::find(free_lanes_.begin(), free_lanes_.end(), lane) != free_lanes_.end()) continue;
     Op& op = lanes_[lane];
-    op.checksum = PageChecksum(op.bounce ? bounce_[lane].data() : op.src, op.len);
+    op.checksum = PageChecksum(op.src, op.len);
   }
+}
+
+bool SpillBatch::ReapReady() {
+  if (in_flight_ == 0) return false;
+  std::vector<IoCompletion> comps;
+  // Wait(0) only collects what has completed; it does not block or fail.
+  if (!queue_->Wait(0, &comps).ok() || comps.empty()) return false;
+  std::vector<IoRequest> retries;
+  for (const IoCompletion& c : comps) {
+    --in_flight_;
+    Finish(static_cast<unsigned>(c.user_data), c.result, &retries);
+  }
+  SubmitRequests(&retries);
+  return !free_lanes_.empty();
 }
 
 Status SpillBatch::Wait(size_t min, std::vector<SpillCompletion>* out) {

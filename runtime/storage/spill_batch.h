@@ -90,6 +90,9 @@ class SpillBatch {
   // False when the queue refused them (each is then completed as failed).
   bool SubmitRequests(std::vector<IoRequest>* reqs);
   void TakeDone(std::vector<SpillCompletion>* out);
+  // Handles the completions already there without waiting; true if that
+  // freed a lane.
+  bool ReapReady();
   // Waits for at least one completion and handles it; resubmits retries and,
   // with `refill`, starts queued requests.
   Status Pump(bool refill);
