@@ -9,6 +9,7 @@
 // methods; the caller owns the page records' last_move (the policy thread).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -24,6 +25,12 @@ enum class MoveOutcome { kMoved, kAlreadyThere, kFailed };
 // (optional) receives the device's message on failure.
 MoveOutcome MovePage(Device& device, Region& region, const Move& move, uint32_t now_tick,
                      Status* error = nullptr);
+
+// Spills per SpillPages call from the policy tick (fewer when the tick's
+// deadline is near): twice the store's queue depth, so the pipeline runs
+// full for half of a group (32 measured no faster on the simulated GPU,
+// whose spills also punch each page under its lock).
+constexpr size_t kSpillGroupPages = 16;
 
 // Moves every page of `pages` to the disk tier in one device call, so their
 // writes are in flight together. outcomes[i] and errors[i] are what MovePage

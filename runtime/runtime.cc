@@ -26,9 +26,6 @@ namespace {
 
 constexpr size_t kSignalRingCapacity = 1 << 16;
 constexpr uint64_t kPublishIntervalNs = 50'000'000;
-// Spills per device call: twice the store's queue depth keeps its pipeline
-// full through most of the group.
-constexpr size_t kSpillGroup = 16;
 
 uint64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -361,12 +358,12 @@ void Runtime::ExecuteMoves(const Decisions& d, const std::vector<RegionPtr>& reg
     // A run of spills goes to the device as one group, so their writes are
     // in flight together; the group stays within the byte cap and, once the
     // disk's speed is known, within what fits before the deadline.
-    size_t most = kSpillGroup;
+    size_t most = kSpillGroupPages;
     if (spill_ns_per_byte_ > 0) {
       Region* first = find(m.region);
       const double page_ns = spill_ns_per_byte_ * static_cast<double>(first ? first->page_size : 1);
       const double left_ns = static_cast<double>(deadline - std::min(deadline, NowNs()));
-      most = std::clamp<size_t>(static_cast<size_t>(left_ns / page_ns), 1, kSpillGroup);
+      most = std::clamp<size_t>(static_cast<size_t>(left_ns / page_ns), 1, kSpillGroupPages);
     }
     std::vector<const Move*> group;
     std::vector<PageRef> refs;

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "runtime/log.h"
+#include "runtime/mover.h"
 #include "runtime/options.h"
 #include "tools/bench/bench_args.h"
 
@@ -240,7 +241,8 @@ void PrintDevice(const Args& a, const DeviceResult& d, double raw_write, double 
       "a spilled page, timed by that thread: MISSING fault, read + XXH3 verify, UFFDIO_COPY, "
       "%zu samples; raw = one read of the raw file right after each touch; %llu restores, %zu "
       "pages wrong after all rounds)\n",
-      2 * a.qd, a.qd, d.fault_ms.size(), static_cast<unsigned long long>(d.restored), d.wrong_pages);
+      static_cast<unsigned>(kSpillGroupPages), a.qd, d.fault_ms.size(),
+      static_cast<unsigned long long>(d.restored), d.wrong_pages);
 }
 
 }  // namespace

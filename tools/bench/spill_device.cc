@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/device/sim/sim_device.h"
+#include "runtime/mover.h"
 #include "runtime/storage/fault_env.h"
 #include "runtime/storage/spill_store.h"
 #include "tools/bench/spill_bench.h"
@@ -128,11 +129,11 @@ Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src, Target* r
   uint64_t pick = a.seed * 0x9E3779B97F4A7C15ull + 5;
   const double gb = static_cast<double>(rig.pages * a.page) / kGB;
   for (int round = 0; round < a.rounds; ++round) {
-    Result<double> t = rig.SpillAll(2 * size_t{a.qd});
+    Result<double> t = rig.SpillAll(kSpillGroupPages);
     if (!t.ok()) return t.status().Annotate("simulated GPU phase");
     out.spill_gbs.push_back(gb / t.value());
     out.restore_gbs.push_back(gb / rig.TouchAll(a.qd));
-    t = rig.SpillAll(2 * size_t{a.qd});
+    t = rig.SpillAll(kSpillGroupPages);
     if (!t.ok()) return t.status().Annotate("simulated GPU phase");
     // One engine thread touches distinct spilled pages in a random order,
     // timing each touch: nothing else runs, as in the raw single-page reads.
