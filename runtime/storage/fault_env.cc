@@ -69,6 +69,7 @@ class FaultQueue final : public IoQueue {
   }
 
   Status Wait(size_t min, std::vector<IoCompletion>* out) override {
+    if (env_->queues_broken()) return Status::Error("I/O queue broken (injected)");
     size_t have = synthetic_.size();
     out->insert(out->end(), synthetic_.begin(), synthetic_.end());
     synthetic_.clear();

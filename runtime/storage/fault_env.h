@@ -7,7 +7,8 @@
 //   read:  EIO, or a bit flipped in the returned bytes (the disk stays good)
 //   fallocate: ENOSPC
 //   any request: completes only after the slow-device delay
-// Open/io_uring refusals (RefuseTmpfile/Direct/Uring) exercise the fallbacks.
+// Open/io_uring refusals (RefuseTmpfile/Direct/Uring) exercise the fallbacks;
+// BreakQueues makes every Wait fail, as a broken io_uring would.
 //
 // Thread-safety: every method may be called from any thread (rules are under
 // a mutex). Queues must have distinct user_data among requests in flight.
@@ -52,6 +53,10 @@ class FaultEnv final : public Env {
   void RefuseTmpfile(bool on) { refuse_tmpfile_.store(on); }
   void RefuseDirect(bool on) { refuse_direct_.store(on); }
   void RefuseUring(bool on) { refuse_uring_.store(on); }
+  // Every queue's Wait fails from now on (an io_uring that broke): what is
+  // in flight never completes for the caller.
+  void BreakQueues(bool on) { break_queues_.store(on); }
+  bool queues_broken() const { return break_queues_.load(); }
   // Switches NowNanos to a manual clock (tests of backoff never sleep).
   void SetClock(uint64_t ns);
   void AdvanceClock(uint64_t ns) { clock_ns_.fetch_add(ns); }
@@ -94,6 +99,7 @@ class FaultEnv final : public Env {
   std::atomic<uint64_t> injected_[kFaultKinds] = {};
   std::atomic<uint64_t> slow_ns_{0};
   std::atomic<bool> refuse_tmpfile_{false}, refuse_direct_{false}, refuse_uring_{false};
+  std::atomic<bool> break_queues_{false};
   std::atomic<bool> manual_clock_{false};
   std::atomic<uint64_t> clock_ns_{0};
   std::atomic<uint64_t> max_in_flight_{0};

@@ -130,6 +130,38 @@ TEST_F(SpillFaultsTest, AGrowthStepRefusedForSpaceIsRetriedSmallerBeforeBackingO
   EXPECT_EQ(store_->used_slots(), 12u);
 }
 
+TEST_F(SpillFaultsTest, ABrokenQueueLosesNoSlot) {
+  constexpr int kPages = 12;
+  std::vector<uint8_t> pages = Pattern(kPages * kTestPage, 5);
+  std::vector<SpillCompletion> done;
+  {
+    Result<std::unique_ptr<SpillBatch>> batch = store_->NewBatch();
+    ASSERT_TRUE(batch.ok()) << batch.status().message();
+    for (int i = 0; i < kPages; ++i) {
+      batch.value()->AddWrite(pages.data() + i * kTestPage, kTestPage, i);
+    }
+    batch.value()->Submit();  // the queue depth (4) in flight, the rest queued
+    env_.BreakQueues(true);
+    Status st = batch.value()->WaitAll(&done);
+    EXPECT_FALSE(st.ok());
+    EXPECT_TRUE(Has(st.message(), "broken (injected)")) << st.message();
+    // The broken batch is dropped with writes in flight and never reaped.
+  }
+  env_.BreakQueues(false);
+  uint32_t owned = 0;
+  for (const SpillCompletion& c : done) owned += c.status.ok() ? 1 : 0;
+  EXPECT_EQ(store_->used_slots(), owned) << "slots of writes nobody took must come back";
+  EXPECT_EQ(Get(c_.disk_used_bytes), uint64_t{owned} * kTestPage);
+  for (const SpillCompletion& c : done) {
+    if (c.status.ok()) store_->Free(c.slot.index);
+  }
+  EXPECT_EQ(store_->used_slots(), 0u);
+  EXPECT_EQ(Get(c_.disk_used_bytes), 0u);
+  // The store still works with a fresh batch.
+  Result<SpillSlot> again = store_->Write(page_.data(), page_.size());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+}
+
 TEST_F(SpillFaultsTest, BackoffDoublesWhileWritesKeepFailing) {
   env_.Arm(Fault::kWriteIoError, 2);
   EXPECT_FALSE(store_->Write(page_.data(), page_.size()).ok());
