@@ -386,6 +386,9 @@ TEST_F(SimDiskTest, ReadErrorsAndBitFlipsInTransitAreRetried) {
   EXPECT_EQ(CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)), -1);
   env_.Arm(Fault::kReadBitFlip, 1);
   EXPECT_EQ(CheckPattern(PageBase(r, 1), kPage, Seed(1, 1)), -1);
+  // The install wakes the engine thread before the handler frees the slot
+  // and reports the fault: wait for the reports (2 first touches, 2 restores).
+  ASSERT_TRUE(events_.WaitForFaults(2 + 2));
   EXPECT_EQ(Get(counters_.restore_errors), 1u);
   EXPECT_EQ(Get(counters_.checksum_mismatches), 1u);
   EXPECT_EQ(Get(counters_.restored_pages), 2u);
