@@ -53,6 +53,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -192,9 +193,12 @@ class SimDevice final : public Device {
     const uint8_t* bytes;
     size_t len;
   };
-  // Writes the pages to the store, lock not held: one through the store's
-  // synchronous Write, more through spill_batch_. One result per source.
-  std::vector<Result<SpillSlot>> WriteToStore(const std::vector<SpillSource>& sources);
+  // Writes the pages to the store (mu_ not held): one through the store's
+  // synchronous Write, more through spill_batch_. Calls `written` once per
+  // source, with its index, as each write completes (with
+  // spill_batch_mu_ held: it may take mu_, never the other way round).
+  using WrittenFn = std::function<void(size_t index, const Result<SpillSlot>& slot)>;
+  void WriteToStore(const std::vector<SpillSource>& sources, const WrittenFn& written);
   Status FinishSpillLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written);
   void EndDiskIoLocked(SimRegion& r);
   // Reads every spilled page of a region being degraded back into its memfd.

@@ -57,12 +57,13 @@ void SimDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
     const size_t len = j.r->region->page_size;
     sources.push_back({j.r->views.alias + uint64_t{j.page} * len, len});
   }
-  std::vector<Result<SpillSlot>> written = WriteToStore(sources);
-  Lock lock(mu_);
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    results[jobs[j].index] = FinishSpillLocked(*jobs[j].r, jobs[j].page, written[j]);
+  // Each page is punched and booked as soon as its write completes, under
+  // the lock for that page alone, while the others are still in flight.
+  WriteToStore(sources, [&](size_t j, const Result<SpillSlot>& written) {
+    Lock lock(mu_);
+    results[jobs[j].index] = FinishSpillLocked(*jobs[j].r, jobs[j].page, written);
     EndDiskIoLocked(*jobs[j].r);
-  }
+  });
 }
 
 Result<SimRegion*> SimDevice::BeginSpillLocked(Region& region, uint32_t page) {
@@ -86,15 +87,21 @@ Result<SimRegion*> SimDevice::BeginSpillLocked(Region& region, uint32_t page) {
   return r;
 }
 
-std::vector<Result<SpillSlot>> SimDevice::WriteToStore(const std::vector<SpillSource>& sources) {
-  std::vector<Result<SpillSlot>> written;
+void SimDevice::WriteToStore(const std::vector<SpillSource>& sources, const WrittenFn& written) {
   if (sources.size() == 1) {
     // One page: the store's pooled lanes, so callers on other threads spill
     // in parallel.
-    written.push_back(store_->Write(sources[0].bytes, sources[0].len));
-    return written;
+    written(0, store_->Write(sources[0].bytes, sources[0].len));
+    return;
   }
   std::lock_guard<std::mutex> batch_lock(spill_batch_mu_);
+  std::vector<bool> reported(sources.size(), false);
+  auto report = [&](const std::vector<SpillCompletion>& done) {
+    for (const SpillCompletion& c : done) {
+      reported[c.tag] = true;
+      written(c.tag, c.status.ok() ? Result<SpillSlot>(c.slot) : Result<SpillSlot>(c.status));
+    }
+  };
   Status broken;
   if (spill_batch_ == nullptr) {
     Result<std::unique_ptr<SpillBatch>> made = store_->NewBatch();
@@ -104,21 +111,22 @@ std::vector<Result<SpillSlot>> SimDevice::WriteToStore(const std::vector<SpillSo
       broken = made.status();
     }
   }
-  std::vector<SpillCompletion> done;
   if (broken.ok()) {
     for (size_t j = 0; j < sources.size(); ++j) {
       spill_batch_->AddWrite(sources[j].bytes, sources[j].len, j);
     }
-    broken = spill_batch_->WaitAll(&done);
-    // A broken queue is dropped; the next batch sets up a new one.
+    while (broken.ok() && spill_batch_->outstanding() > 0) {
+      std::vector<SpillCompletion> done;
+      broken = spill_batch_->Wait(1, &done);
+      report(done);  // what completed, even when the queue broke
+    }
+    // A broken queue is dropped; the next group sets up a new one.
     if (!broken.ok()) spill_batch_.reset();
   }
-  written.assign(sources.size(),
-                 broken.ok() ? Status::Error("the spill write did not complete") : broken);
-  for (SpillCompletion& c : done) {
-    written[c.tag] = c.status.ok() ? Result<SpillSlot>(c.slot) : Result<SpillSlot>(c.status);
+  const Status missing = broken.ok() ? Status::Error("the spill write did not complete") : broken;
+  for (size_t j = 0; j < sources.size(); ++j) {
+    if (!reported[j]) written(j, missing);
   }
-  return written;
 }
 
 Status SimDevice::FinishSpillLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written) {
