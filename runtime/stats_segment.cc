@@ -37,6 +37,8 @@
 #include <cstring>
 #include <set>
 
+#include "runtime/proc_stat.h"
+
 namespace kvtier {
 namespace {
 
@@ -55,26 +57,7 @@ uint64_t RealtimeNs() {
   return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
 }
 
-// Field 22 of /proc/self/stat (start time in clock ticks after boot); 0 when
-// procfs is not there. Parsed after the last ')' because the command name
-// may contain spaces and parentheses.
-uint64_t SelfStartTicks() {
-  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buf[1024];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  const char* p = strrchr(buf, ')');
-  if (p == nullptr) return 0;
-  // After ')' come " 3 (state)", ..., " 22 (starttime)".
-  for (int field = 3; field <= 22; ++field) {  // the space before each field
-    p = strchr(p + 1, ' ');
-    if (p == nullptr) return 0;
-  }
-  return strtoull(p + 1, nullptr, 10);
-}
+uint64_t SelfStartTicks() { return ProcStartTicks("/proc/self/stat"); }
 
 void CopyString(char* dst, size_t cap, const std::string& src) {
   size_t n = std::min(src.size(), cap - 1);

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/proc_stat.h"
+
 namespace kvtier::stats {
 
 bool PidExists(int32_t pid) {
@@ -20,22 +22,7 @@ bool PidExists(int32_t pid) {
 uint64_t ProcessStartTicks(int32_t pid) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buf[1024];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  // The command (field 2) may hold spaces and ')': fields resume after the
-  // last ')'. Field 3 follows it; starttime is field 22.
-  const char* p = strrchr(buf, ')');
-  if (p == nullptr) return 0;
-  for (int field = 3; field <= 22; ++field) {  // the space before each field
-    p = strchr(p + 1, ' ');
-    if (p == nullptr) return 0;
-  }
-  return strtoull(p + 1, nullptr, 10);
+  return ProcStartTicks(path);
 }
 
 Liveness CheckProcess(int32_t pid, uint64_t start_ticks) {
