@@ -1,13 +1,11 @@
 // A process SIGKILLed while the simulated GPU spills and restores pages
 // leaves nothing in the spill directory, with O_TMPFILE and with the
 // open+unlink fallback.
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "runtime/device/sim/sim_device.h"
 #include "tests/sim/sim_disk_test_util.h"
+#include "tests/storage/kill_spiller.h"
 
 namespace kvtier::testing {
 namespace {
@@ -48,34 +46,7 @@ constexpr size_t kPage = SimDiskTest::kPage;
 }
 
 TEST_F(SimDiskTest, KilledWhileSpillingThroughTheDeviceLeavesNoSpillFile) {
-  for (bool refuse_tmpfile : {false, true}) {
-    SCOPED_TRACE(refuse_tmpfile ? "open+unlink" : "O_TMPFILE");
-    storage_test::TempDir tmp;
-    ASSERT_TRUE(tmp.ok());
-    int fds[2];
-    ASSERT_EQ(pipe(fds), 0);
-    // No device or thread exists in this process: the child builds its own.
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      close(fds[0]);
-      SpillThroughTheDeviceForever(tmp.path(), refuse_tmpfile, fds[1]);
-    }
-    close(fds[1]);
-    // Waiting on another process: poll with a deadline.
-    struct pollfd p = {fds[0], POLLIN, 0};
-    const int ready = poll(&p, 1, 20000);
-    char byte = 0;
-    const bool spilling = ready == 1 && read(fds[0], &byte, 1) == 1;
-    close(fds[0]);
-    EXPECT_TRUE(spilling) << "the child never spilled a page";
-    EXPECT_TRUE(tmp.Entries().empty()) << "a spill file is visible while spilling";
-    ASSERT_EQ(kill(pid, SIGKILL), 0);
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "child status " << status;
-    EXPECT_TRUE(tmp.Entries().empty());
-  }
+  storage_test::ExpectKilledSpillerLeavesNoFile(SpillThroughTheDeviceForever);
 }
 
 }  // namespace
