@@ -20,7 +20,7 @@ ModelCosts Costs(uint64_t device_pages) {
   c.d2h_bps = 2e9;
   c.fault_bps = 1e9;  // half as fast
   c.fault_batch_ns = 10'000;
-  c.fault_batch_pages = 1;
+  c.fault_batch_blocks = 1;
   c.ssd_read_bps = 1e9;
   c.ssd_write_bps = 1e9;
   c.ssd_latency_ns = 5'000;
@@ -151,6 +151,28 @@ TEST(ModelDevice, SpillAndRestoreFromDisk) {
   EXPECT_EQ(d.Touch(*r, &p0, 1), t + 10'000 + 5'000 + kFaultNs + kFaultNs);
   EXPECT_EQ(d.stats().disk_read_bytes, kPage);
   EXPECT_EQ(d.disk_used_bytes(), 0u);
+}
+
+TEST(ModelDevice, FaultLatencyIsPerVaBlockNotPerPage) {
+  // 64 KiB pages: 32 share a 2 MiB VA block, and the driver services a
+  // block's faults together, one service latency for all of them.
+  constexpr size_t kSmall = 64 << 10;
+  ModelCosts c = Costs(4);
+  Recorder ev;
+  ModelDevice d(c, &ev);
+  RegionPtr r = d.CreateRegion(1, 2 * kPage, kSmall, "t").value();
+  EXPECT_EQ(r->base % kPage, 0u);  // managed allocations start on a block
+  std::vector<uint32_t> pages;
+  for (uint32_t p = 0; p < 40; ++p) pages.push_back(p);  // 32 in block 0, 8 in block 1
+  EXPECT_EQ(d.Touch(*r, pages.data(), pages.size()), 2 * 10'000u);
+  EXPECT_EQ(d.stats().fault_batches, 2u);
+  EXPECT_EQ(ev.faults.size(), 40u);
+  // Two blocks per batch: the same 40 first touches cost one latency.
+  c.fault_batch_blocks = 2;
+  ModelDevice d2(c, nullptr);
+  RegionPtr r2 = d2.CreateRegion(1, 2 * kPage, kSmall, "t").value();
+  EXPECT_EQ(d2.Touch(*r2, pages.data(), pages.size()), 10'000u);
+  EXPECT_EQ(d2.stats().fault_batches, 1u);
 }
 
 TEST(ModelDevice, RefusesWhatItCannotDo) {

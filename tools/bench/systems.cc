@@ -76,7 +76,7 @@ ModelCosts DeviceCosts(const BenchOptions& o, const Sizing& s, bool uvm) {
   c.d2h_bps = p.host_link_bps;
   c.fault_bps = p.fault_migration_bps;
   c.fault_batch_ns = static_cast<uint64_t>(p.fault_batch_latency_ns);
-  c.fault_batch_pages = static_cast<uint32_t>(std::max(1.0, p.fault_batch_pages));
+  c.fault_batch_blocks = static_cast<uint32_t>(std::max(1.0, p.fault_batch_pages));
   c.ssd_read_bps = p.ssd_read_bps;
   c.ssd_write_bps = p.ssd_write_bps;
   c.ssd_latency_ns = static_cast<uint64_t>(p.ssd_latency_ns);

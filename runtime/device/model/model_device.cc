@@ -37,7 +37,10 @@ Result<RegionPtr> ModelDevice::CreateRegion(RegionId id, size_t bytes, size_t pa
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (regions_.count(id)) return Status::Errorf("model device: region id %u exists already", id);
-  uintptr_t base = (next_base_ + page_size - 1) & ~(uintptr_t{page_size} - 1);
+  // Managed allocations start on a VA block boundary (or a page, if larger).
+  const uint64_t block = costs_.fault_block_bytes;
+  const uintptr_t align = block > page_size && (block & (block - 1)) == 0 ? block : page_size;
+  uintptr_t base = (next_base_ + align - 1) & ~(align - 1);
   next_base_ = base + ((bytes + page_size - 1) / page_size + 1) * page_size;
   auto region = std::make_shared<Region>(id, base, bytes, page_size, std::move(tag));
   RegionState& rs = regions_[id];
@@ -354,12 +357,23 @@ uint64_t ModelDevice::Touch(Region& region, const uint32_t* pages, size_t n) {
         faulting.push_back(p);
       }
     }
-    const uint32_t per_batch = std::max<uint32_t>(1, costs_.fault_batch_pages);
+    // A batch resolves the faulting pages of up to fault_batch_blocks VA
+    // blocks (runs of pages in one block share its service latency).
+    const uint32_t per_batch = std::max<uint32_t>(1, costs_.fault_batch_blocks);
+    const uint64_t block_bytes = std::max<uint64_t>(costs_.fault_block_bytes, region.page_size);
+    auto block_of = [&](uint32_t p) { return region.PageAddr(p) / block_bytes; };
     uint64_t batch_start = t0;
-    for (size_t i = 0; i < faulting.size(); i += per_batch) {
+    for (size_t i = 0; i < faulting.size();) {
+      size_t end_i = i;
+      for (uint32_t blocks = 0; end_i < faulting.size(); ++end_i) {
+        if (end_i == i || block_of(faulting[end_i]) != block_of(faulting[end_i - 1])) {
+          if (blocks == per_batch) break;
+          ++blocks;
+        }
+      }
       uint64_t t = batch_start + costs_.fault_batch_ns;
       uint64_t batch_end = t;
-      for (size_t j = i; j < std::min(faulting.size(), i + per_batch); ++j) {
+      for (size_t j = i; j < end_i; ++j) {
         const uint32_t p = faulting[j];
         PageState& ps = rs->pages[p];
         PageRecord& rec = region.pages[p];
@@ -405,6 +419,7 @@ uint64_t ModelDevice::Touch(Region& region, const uint32_t* pages, size_t n) {
       }
       ++stats_.fault_batches;
       batch_start = batch_end;
+      i = end_i;
     }
     ready = std::max(ready, batch_start);
   }

@@ -12,7 +12,8 @@
 //    Demote a prefetch to the host; Spill a write to the SSD tier;
 //  - Touch is a kernel reading pages: resident pages cost nothing, pages on
 //    their way up are waited for, others fault. Faults are serviced in
-//    batches (a service latency per batch) and migrate at the fault-driven
+//    batches of VA blocks (2 MiB: a service latency per batch, however many
+//    kvtier pages of its blocks fault) and migrate at the fault-driven
 //    bandwidth (NVIDIA: on-demand migration is at least 2x slower than
 //    prefetch). A first touch populates the page on the device (no copy).
 //  - when the device is full, a fault or prefetch waits for a frame that a
@@ -43,8 +44,11 @@ struct ModelCosts {
   double h2d_bps = 0;              // prefetch / explicit copy, host to device
   double d2h_bps = 0;              // demotion and eviction copies
   double fault_bps = 0;            // fault-driven migration, host to device
-  uint64_t fault_batch_ns = 0;     // service latency of one fault batch
-  uint32_t fault_batch_pages = 1;  // pages one batch resolves
+  uint64_t fault_batch_ns = 0;      // service latency of one fault batch
+  uint32_t fault_batch_blocks = 1;  // VA blocks one batch resolves
+  // The driver's fault unit (UVM's VA block): faults on kvtier pages of one
+  // block are serviced together, whatever the kvtier page size.
+  uint64_t fault_block_bytes = 2u << 20;
   double ssd_read_bps = 0;
   double ssd_write_bps = 0;
   uint64_t ssd_latency_ns = 0;  // per page I/O
@@ -59,7 +63,7 @@ struct ModelDeviceStats {
   uint64_t disk_write_bytes = 0;    // Spill
   uint64_t disk_read_bytes = 0;     // faults and promotions of spilled pages
   uint64_t faults = 0;              // pages faulted from host or disk
-  uint64_t fault_batches = 0;
+  uint64_t fault_batches = 0;       // each costs fault_batch_ns
   uint64_t first_touches = 0;  // untouched pages populated by a fault
   uint64_t populated = 0;      // untouched pages populated by Promote
   uint64_t driver_evictions = 0;
