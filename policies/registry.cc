@@ -29,9 +29,8 @@ const std::vector<Entry>& Entries() {
 
 }  // namespace
 
-std::unique_ptr<Policy> MakePolicy(std::string_view name, uint64_t move_bytes_per_tick) {
+std::unique_ptr<Policy> MakePolicy(std::string_view name) {
   TieringOptions options;
-  options.move_bytes_per_tick = move_bytes_per_tick;
   for (const Entry& e : Entries()) {
     if (e.name == name) return e.make(options);
   }

@@ -158,45 +158,65 @@ void TieringPolicy::Decide(const PolicyView& view, Decisions* out) {
   index_.Build(*view.regions);
   prefetchers_.Expand(index_, now, &queue_);
 
-  const uint64_t budget = options_.move_bytes_per_tick ? options_.move_bytes_per_tick
-                                                       : std::numeric_limits<uint64_t>::max();
   const TierUsage& dev = view.device();
   const TierUsage& host = view.host();
   const uint64_t used = dev.used;
+  const uint64_t up_budget = view.budget.up;
+  const uint64_t down_budget = view.budget.down;
   // Must leave the device regardless of prefetching.
   const uint64_t must_free = (dev.budget && used > dev.high) ? used - dev.low : 0;
-  // Demotions need room on the host.
+  // Demotions need room on the host; a promotion out of the host leaves its
+  // room to a demotion (a swap).
   const uint64_t host_room = host.budget == 0          ? std::numeric_limits<uint64_t>::max()
                              : host.budget > host.used ? host.budget - host.used
                                                        : 0;
+  auto sat_add = [](uint64_t a, uint64_t b) {
+    return a > std::numeric_limits<uint64_t>::max() - b ? std::numeric_limits<uint64_t>::max()
+                                                         : a + b;
+  };
 
-  // Plan promotions: each may need a victim once the device is at its high
-  // watermark; demotions and promotions together stay within the budget.
+  // Plan promotions within the up budget. Victims make them room: enough to
+  // keep the device under its high watermark, as many as the host (with the
+  // room the promotions leave there) and the down budget take. A promotion
+  // that would grow the device past max(high, used) after those victims
+  // waits; one that trades places with a victim on a full device goes.
   std::vector<PageRef> promote;
   uint64_t promote_bytes = 0;
-  uint64_t need_free = std::min(must_free, budget);
+  uint64_t from_host = 0;  // host bytes the promotions free
+  const uint64_t ceiling = std::max(dev.high, used);
+  auto victims_for = [&](uint64_t promoted, uint64_t room) {
+    const uint64_t after = used + promoted;
+    const uint64_t need = std::max(must_free, after > dev.high ? after - dev.high : 0);
+    return std::min({need, room, down_budget});
+  };
   if (dev.budget) {
     queue_.Take(index_, now, [&](const PageRef& ref) {
       const uint64_t b = ref.region->page_size;
-      uint64_t after = used + promote_bytes + b;
-      uint64_t need = std::max(must_free, after > dev.high ? after - dev.high : 0);
-      if (need > host_room || need + promote_bytes + b > budget) return false;
+      const bool on_host =
+          ref.region->pages[ref.page].tier.load(std::memory_order_relaxed) == Tier::kHost;
+      const uint64_t room = sat_add(host_room, from_host + (on_host ? b : 0));
+      const uint64_t after = used + promote_bytes + b;
+      if (promote_bytes + b > up_budget || after > ceiling + victims_for(promote_bytes + b, room)) {
+        return false;
+      }
       promote.push_back(ref);
       promote_bytes += b;
-      need_free = need;
+      if (on_host) from_host += b;
       return true;
     });
   }
+  const uint64_t room = sat_add(host_room, from_host);
+  const uint64_t need_free = dev.budget ? victims_for(promote_bytes, room) : 0;
 
   std::vector<PageRef> victims;
   uint64_t freed = 0;
   if (need_free > 0) {
     const uint64_t over_high = dev.budget && used > dev.high ? used - dev.high : 0;
-    victims = TakeVictims(view, std::min(need_free, host_room), std::min(over_high, host_room));
+    victims = TakeVictims(view, std::min(need_free, room), std::min(over_high, room));
     for (const PageRef& v : victims) freed += v.region->page_size;
   }
-  // Without enough victims, promote only what fits under the high watermark.
-  while (!promote.empty() && used + promote_bytes > dev.high + freed) {
+  // Without enough victims, promote only what fits under the ceiling.
+  while (!promote.empty() && used + promote_bytes > ceiling + freed) {
     const PageRef& last = promote.back();
     const bool hinted =
         last.region->pages[last.page].flags.load(std::memory_order_relaxed) & kPageWillNeed;
@@ -205,19 +225,31 @@ void TieringPolicy::Decide(const PolicyView& view, Decisions* out) {
     promote.pop_back();
   }
 
-  for (const PageRef& v : victims) {
-    out->moves.push_back({v.region->id, v.page, Tier::kHost});
+  // Promotions into free device room go alone; each one beyond it takes a
+  // victim with it (kRoom, executed just before it).
+  uint64_t free_room = dev.budget > used ? dev.budget - used : 0;
+  size_t next_victim = 0;
+  auto emit_victim = [&](const PageRef& v, MoveClass why) {
+    out->moves.push_back({v.region->id, v.page, Tier::kHost, why});
     OnDemote(*v.region, v.page);
     demoted_.push_back(PageKey(v.region->id, v.page));
-  }
-  if (demoted_.size() > (1u << 22)) demoted_.erase(demoted_.begin(), demoted_.begin() + (1u << 20));
-  const uint64_t spent = freed + promote_bytes;
-  Spill(view, budget > spent ? budget - spent : 0, out);
+  };
   for (const PageRef& p : promote) {
-    out->moves.push_back({p.region->id, p.page, Tier::kDevice});
+    const uint64_t b = p.region->page_size;
+    if (free_room >= b) {
+      free_room -= b;
+    } else if (next_victim < victims.size()) {
+      emit_victim(victims[next_victim++], MoveClass::kRoom);
+    }
+    out->moves.push_back({p.region->id, p.page, Tier::kDevice, MoveClass::kDemand});
     OnResident(*p.region, p.page, p.region->pages[p.page].tier.load(std::memory_order_relaxed),
                now);
   }
+  for (; next_victim < victims.size(); ++next_victim) {
+    emit_victim(victims[next_victim], MoveClass::kDemote);
+  }
+  if (demoted_.size() > (1u << 22)) demoted_.erase(demoted_.begin(), demoted_.begin() + (1u << 20));
+  Spill(view, view.budget.spill, out);
 }
 
 }  // namespace kvtier

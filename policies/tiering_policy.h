@@ -1,11 +1,15 @@
 // TieringPolicy: the decision loop shared by lfu-aging, s3fifo and cost-aware.
 //
 // Each tick it (1) turns the faults and hints seen since the last tick into
-// prefetch candidates (prefetch.h), (2) plans promotions within the tick's
-// byte budget, (3) demotes enough victims to keep the device under its high
-// watermark with those promotions in (down to the low watermark once it is
-// crossed), (4) spills host pages to disk when the host tier passes its high
-// watermark, and emits demotions, then spills, then promotions.
+// prefetch candidates (prefetch.h), (2) plans promotions within the up
+// channel's budget, (3) demotes enough victims within the down channel's
+// budget to keep the device under its high watermark with those promotions
+// in (down to the low watermark once it is crossed), (4) spills host pages to
+// disk when the host tier passes its high watermark. A promotion beyond the
+// device's free room is a swap: a victim's demotion goes with it (kRoom), and
+// a promotion out of the host gives its host room to that victim, so a full
+// host tier never stops the policy. Promotions are kDemand: they answer a
+// fault or a hint of the engine's current work.
 // Subclasses only rank pages: which device page to demote first, and what a
 // fault or promotion means for their bookkeeping.
 //
@@ -36,9 +40,6 @@ struct TieringOptions {
   bool cross_layer = true;       // cross-layer correlation prefetcher
   bool refault_protection = true;
   uint32_t protect_ticks = 1000;  // a refaulted page is protected this long after the refault
-  // Bytes one tick may plan to move (demotions + promotions + spills); keep it
-  // at the mover's cap (KVTIER_MOVE_BYTES_PER_TICK) so no planned move is cut.
-  uint64_t move_bytes_per_tick = 256ull << 20;  // 0 = unlimited
 };
 
 class TieringPolicy : public Policy {

@@ -1,7 +1,7 @@
-// MovePage (see mover.h).
+// MovePage, SpillPages and the Mover (see mover.h).
 #include "runtime/mover.h"
 
-#include <vector>
+#include <algorithm>
 
 namespace kvtier {
 
@@ -63,6 +63,242 @@ void SpillPages(Device& device, std::span<const PageRef> pages, uint32_t now_tic
     todo[j].region->pages[todo[j].page].last_move = now_tick;
     outcomes[i] = MoveOutcome::kMoved;
   }
+}
+
+Channel ChannelTo(Tier to) {
+  switch (to) {
+    case Tier::kHost:
+      return kChannelDown;
+    case Tier::kDisk:
+      return kChannelSpill;
+    default:
+      return kChannelUp;
+  }
+}
+
+MoveClass ClassOf(const Move& m) {
+  if (m.why != MoveClass::kDefault) return m.why;
+  switch (m.to) {
+    case Tier::kHost:
+      return MoveClass::kDemote;
+    case Tier::kDisk:
+      return MoveClass::kSpill;
+    default:
+      return MoveClass::kPrefetch;
+  }
+}
+
+namespace {
+
+uint64_t Key(const Move& m) { return (uint64_t{m.region} << 32) | m.page; }
+
+}  // namespace
+
+Mover::Mover(Device& device, const Clock& clock, const MoverConfig& config)
+    : device_(device), clock_(clock), config_(config) {}
+
+uint64_t Mover::ChannelBudget(int channel) const {
+  const double bps = config_.bps[channel];
+  if (bps <= 0) return MoveBudget::kUnlimited;
+  const double bytes = bps * static_cast<double>(config_.tick_ns) / 1e9 *
+                       static_cast<double>(config_.share_pct) / 100.0;
+  return static_cast<uint64_t>(bytes);
+}
+
+MoveBudget Mover::Budget() const {
+  uint64_t left[kChannelCount];
+  uint64_t waiting = 0;
+  for (int c = 0; c < kChannelCount; ++c) {
+    const uint64_t b = ChannelBudget(c);
+    left[c] = b == MoveBudget::kUnlimited ? b : b - std::min(b, backlog_bytes_[c]);
+    waiting += backlog_bytes_[c];
+  }
+  if (config_.cap_bytes) {
+    const uint64_t total = config_.cap_bytes - std::min(config_.cap_bytes, waiting);
+    for (uint64_t& l : left) l = std::min(l, total);
+  }
+  return {left[kChannelUp], left[kChannelDown], left[kChannelSpill]};
+}
+
+bool Mover::Size(Unit& u, const std::function<Region*(RegionId)>& find) {
+  for (uint64_t& n : u.need) n = 0;
+  Region* r = find(u.move.region);
+  if (r == nullptr) return false;
+  u.need[ChannelTo(u.move.to)] += r->page_size;
+  for (const Move& m : u.room) {
+    if (Region* rr = find(m.region)) u.need[kChannelDown] += rr->page_size;
+  }
+  return true;
+}
+
+void Mover::Defer(Unit&& u) {
+  for (int c = 0; c < kChannelCount; ++c) backlog_bytes_[c] += u.need[c];
+  backlog_.push_back(std::move(u));
+}
+
+MoveReport Mover::Execute(const Decisions& decisions,
+                          const std::function<Region*(RegionId)>& find, uint32_t tick) {
+  MoveReport report;
+  const uint64_t start = clock_.NowNs();
+  const uint64_t deadline = start + (config_.deadline_ns ? config_.deadline_ns : 2 * config_.tick_ns);
+
+  // The backlog first (older), then this tick's decisions.
+  std::vector<Unit> units;
+  units.swap(backlog_);
+  for (uint64_t& b : backlog_bytes_) b = 0;
+  std::vector<Move> room;
+  for (const Move& m : decisions.moves) {
+    if (m.why == MoveClass::kRoom && m.to == Tier::kHost) {
+      room.push_back(m);
+      continue;
+    }
+    Unit u;
+    u.room.swap(room);
+    u.move = m;
+    u.cls = ClassOf(m);
+    units.push_back(std::move(u));
+  }
+  for (const Move& m : room) {  // no promotion followed: plain demotions
+    Unit u;
+    u.move = m;
+    u.move.why = MoveClass::kDemote;
+    u.cls = MoveClass::kDemote;
+    units.push_back(std::move(u));
+  }
+  // A newer decision for a page replaces an older one; gone regions drop out.
+  std::unordered_map<uint64_t, size_t> latest;
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (!Size(units[i], find)) {
+      units[i].alive = false;
+      continue;
+    }
+    auto [it, fresh] = latest.try_emplace(Key(units[i].move), i);
+    if (!fresh) {
+      units[it->second].alive = false;
+      it->second = i;
+    }
+  }
+  std::stable_sort(units.begin(), units.end(),
+                   [](const Unit& a, const Unit& b) { return a.cls < b.cls; });
+
+  uint64_t spent[kChannelCount] = {0, 0, 0};
+  uint64_t spent_total = 0;
+  auto affordable = [&](const Unit& u) {
+    uint64_t total = 0;
+    for (int c = 0; c < kChannelCount; ++c) {
+      if (u.need[c] == 0) continue;
+      total += u.need[c];
+      const uint64_t budget = ChannelBudget(c);
+      // A channel that moved nothing yet takes one unit whatever its size,
+      // so a budget smaller than a page still makes progress.
+      if (budget != MoveBudget::kUnlimited && spent[c] > 0 && spent[c] + u.need[c] > budget) {
+        return false;
+      }
+    }
+    return !config_.cap_bytes || spent_total == 0 || spent_total + total <= config_.cap_bytes;
+  };
+  auto book = [&](Region& r, const Move& m, MoveOutcome outcome, const Status& st) {
+    if (outcome == MoveOutcome::kAlreadyThere) return;
+    if (outcome == MoveOutcome::kFailed) {
+      ++report.failed;
+      if (on_failure_) on_failure_(r, m, st);
+      return;
+    }
+    const Channel c = ChannelTo(m.to);
+    report.bytes[c] += r.page_size;
+    spent[c] += r.page_size;
+    spent_total += r.page_size;
+    ++report.moves;
+  };
+
+  size_t i = 0;
+  for (; i < units.size(); ++i) {
+    Unit& u = units[i];
+    if (!u.alive) continue;
+    if (clock_.NowNs() > deadline) break;
+    if (!affordable(u)) {
+      Defer(std::move(u));
+      continue;
+    }
+    if (u.cls != MoveClass::kSpill) {
+      for (const Move& m : u.room) {
+        Region* r = find(m.region);
+        if (r == nullptr) continue;
+        Status st;
+        book(*r, m, MovePage(device_, *r, m, tick, &st), st);
+      }
+      Region* r = find(u.move.region);
+      Status st;
+      book(*r, u.move, MovePage(device_, *r, u.move, tick, &st), st);
+      continue;
+    }
+    // A run of spills goes to the device as one group, so their writes are
+    // in flight together; the group stays within the budgets and, once the
+    // disk's speed is known, within what fits before the deadline.
+    size_t most = kSpillGroupPages;
+    if (spill_ns_per_byte_ > 0) {
+      const double page_ns = spill_ns_per_byte_ * static_cast<double>(u.need[kChannelSpill]);
+      const uint64_t now = clock_.NowNs();
+      const double left_ns = static_cast<double>(deadline - std::min(deadline, now));
+      most = std::clamp<size_t>(static_cast<size_t>(left_ns / page_ns), 1, kSpillGroupPages);
+    }
+    std::vector<Unit*> group;
+    std::vector<PageRef> refs;
+    uint64_t group_bytes = 0;
+    for (size_t j = i; j < units.size() && units[j].cls == MoveClass::kSpill && refs.size() < most;
+         ++j) {
+      Unit& g = units[j];
+      i = j;
+      if (!g.alive) continue;
+      spent[kChannelSpill] += group_bytes;  // afford the group as a whole
+      spent_total += group_bytes;
+      const bool fits = group.empty() || affordable(g);
+      spent[kChannelSpill] -= group_bytes;
+      spent_total -= group_bytes;
+      if (!fits) {
+        Defer(std::move(g));
+        g.alive = false;
+        continue;
+      }
+      group.push_back(&g);
+      refs.push_back({find(g.move.region), g.move.page});
+      group_bytes += g.need[kChannelSpill];
+    }
+    std::vector<MoveOutcome> outcomes(refs.size());
+    std::vector<Status> errors(refs.size());
+    const uint64_t started = clock_.NowNs();
+    SpillPages(device_, refs, tick, outcomes, errors);
+    uint64_t spilled = 0;
+    for (size_t k = 0; k < refs.size(); ++k) {
+      if (outcomes[k] == MoveOutcome::kMoved) spilled += refs[k].region->page_size;
+    }
+    if (spilled > 0) {
+      const double per_byte =
+          static_cast<double>(clock_.NowNs() - started) / static_cast<double>(spilled);
+      spill_ns_per_byte_ =
+          spill_ns_per_byte_ > 0 ? 0.5 * spill_ns_per_byte_ + 0.5 * per_byte : per_byte;
+    }
+    for (size_t k = 0; k < refs.size(); ++k) {
+      book(*refs[k].region, group[k]->move, outcomes[k], errors[k]);
+      group[k]->alive = false;
+    }
+  }
+  // Past the deadline: the rest waits for the next tick.
+  for (; i < units.size(); ++i) {
+    if (units[i].alive) Defer(std::move(units[i]));
+  }
+  report.deferred = backlog_.size();
+  if (backlog_.size() > config_.backlog_limit) {
+    // The least urgent (the backlog is in class order) go.
+    report.dropped = backlog_.size() - config_.backlog_limit;
+    backlog_.resize(config_.backlog_limit);
+    for (uint64_t& b : backlog_bytes_) b = 0;
+    for (const Unit& u : backlog_) {
+      for (int c = 0; c < kChannelCount; ++c) backlog_bytes_[c] += u.need[c];
+    }
+    report.deferred = backlog_.size();
+  }
+  return report;
 }
 
 }  // namespace kvtier

@@ -26,28 +26,61 @@ struct TierUsage {
 
   // A tier's usage with watermarks given in percent of its budget.
   static TierUsage Of(uint64_t used, uint64_t budget, uint64_t high_pct, uint64_t low_pct) {
-    return {used, budget, budget / 100 * high_pct, budget / 100 * low_pct};
+    auto pct = [budget](uint64_t p) {
+      return static_cast<uint64_t>(static_cast<unsigned __int128>(budget) * p / 100);
+    };
+    return {used, budget, pct(high_pct), pct(low_pct)};
   }
 };
 
+// Bytes the mover can still move this tick on each channel: up (host or
+// disk -> device), down (device -> host) and spill (host -> disk). A policy
+// plans within them; kUnlimited where the channel has no byte budget.
+struct MoveBudget {
+  static constexpr uint64_t kUnlimited = UINT64_MAX;
+  uint64_t up = kUnlimited;
+  uint64_t down = kUnlimited;
+  uint64_t spill = kUnlimited;
+};
+
 struct PolicyView {
-  uint32_t now = 0;  // current policy tick
+  uint32_t now = 0;      // current policy tick
+  uint64_t tick_ns = 0;  // length of a tick (0: unknown), for policies that plan in time
   const std::vector<RegionPtr>* regions = nullptr;
   TierUsage tier[kTierCount];  // indexed by Tier
+  MoveBudget budget;
   const TierUsage& device() const { return tier[0]; }
   const TierUsage& host() const { return tier[1]; }
   const TierUsage& disk() const { return tier[2]; }
+};
+
+// Why a move is made. The mover executes demand promotions, then
+// prefetches, then demotions, then spills; kRoom demotions go with the
+// promotion that follows them in the policy's list (a swap: the demoted page
+// makes the room the promoted one takes).
+enum class MoveClass : uint8_t {
+  kDefault = 0,   // by destination: device kPrefetch, host kDemote, disk kSpill
+  kDemand = 1,    // a promotion the engine waits for (a faulting group, a hint)
+  kPrefetch = 2,  // a promotion ahead of a predicted use
+  kRoom = 3,      // a demotion making room for the next move, a promotion
+  kDemote = 4,    // a demotion keeping the device under its watermarks
+  kSpill = 5,     // host -> disk
 };
 
 struct Move {
   RegionId region;
   uint32_t page;
   Tier to;
+  MoveClass why = MoveClass::kDefault;
   bool operator==(const Move&) const = default;
 };
 
 struct Decisions {
-  std::vector<Move> moves;  // executed in order; demotions should come first
+  std::vector<Move> moves;  // the mover reorders them by class (see MoveClass)
+  // Tick at which the policy wants to decide again even if no signal comes
+  // (a predicted return); 0: only on signals. The runtime ticks every
+  // period anyway; kvtier-bench, which skips idle ticks, honours it.
+  uint32_t wake_tick = 0;
 };
 
 class Policy {
@@ -60,9 +93,7 @@ class Policy {
 };
 
 // Creates the policy named by KVTIER_POLICY; nullptr for an unknown name.
-// move_bytes_per_tick is the mover's cap (0: none), so a policy plans no more
-// than one tick can move.
-std::unique_ptr<Policy> MakePolicy(std::string_view name, uint64_t move_bytes_per_tick = 0);
+std::unique_ptr<Policy> MakePolicy(std::string_view name);
 // Names MakePolicy accepts, for messages ("lru|...").
 const std::vector<std::string_view>& PolicyNames();
 

@@ -6,15 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <unordered_map>
+#include <chrono>
 
 #include "runtime/device/sim/sim_device.h"
 #ifdef KVTIER_HAVE_CUDA
 #include "runtime/device/cuda/cuda_device.h"
 #endif
+#include "runtime/clock.h"
 #include "runtime/log.h"
 #include "runtime/mover.h"
 #include "runtime/signal_apply.h"
@@ -27,10 +27,7 @@ namespace {
 constexpr size_t kSignalRingCapacity = 1 << 16;
 constexpr uint64_t kPublishIntervalNs = 50'000'000;
 
-uint64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+uint64_t NowNs() { return MonotonicNs(); }
 
 std::string ProgramName() {
   char buf[256] = {};
@@ -141,7 +138,7 @@ Runtime* Runtime::Get() {
 Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
                                                  const DeviceFactory& make_device,
                                                  bool start_threads) {
-  auto policy = MakePolicy(options.policy, options.move_bytes_per_tick);
+  auto policy = MakePolicy(options.policy);
   if (!policy) return Status::Errorf("KVTIER_POLICY=%s: unknown policy", options.policy.c_str());
   Result<AllocationMatcher> match = AllocationMatcher::Parse(options.match);
   if (!match.ok()) return match.status().Annotate("KVTIER_MATCH=" + options.match);
@@ -175,6 +172,24 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
     device = std::move(sim).value();
   }
   rt->device_ = std::move(device);
+
+  TickEngineConfig tick;
+  tick.tick_ns = static_cast<uint64_t>(options.tick_ms) * 1'000'000;
+  tick.high_watermark = static_cast<int>(options.high_watermark);
+  tick.low_watermark = static_cast<int>(options.low_watermark);
+  const Device::LinkRates rates = rt->device_->link_rates();
+  const double link = static_cast<double>(options.link_bandwidth);
+  tick.mover.bps[kChannelUp] = link > 0 ? link : rates.up;
+  tick.mover.bps[kChannelDown] = link > 0 ? link : rates.down;
+  tick.mover.bps[kChannelSpill] = rates.spill;
+  tick.mover.share_pct = static_cast<uint32_t>(options.link_share);
+  tick.mover.cap_bytes = options.move_bytes_per_tick;
+  rt->engine_ = std::make_unique<TickEngine>(*rt->device_, *rt->policy_, MonotonicClock::Get(),
+                                             tick, &rt->counters_);
+  rt->engine_->mover().set_on_failure(
+      [r = rt.get()](Region& region, const Move& move, const Status& error) {
+        r->OnMoveFailed(region, move, error);
+      });
 
   Counters& c = rt->counters_;
   Counters::Set(c.device_budget_bytes, rt->device_->capacity_bytes());
@@ -313,124 +328,35 @@ void Runtime::OnDriverEviction(Region& region, uint32_t page) {
   }
 }
 
-void Runtime::ExecuteMoves(const Decisions& d, const std::vector<RegionPtr>& regions) {
-  std::unordered_map<RegionId, Region*> by_id;
-  for (const RegionPtr& r : regions) by_id[r->id] = r.get();
-  auto find = [&](RegionId id) {
-    auto it = by_id.find(id);
-    return it == by_id.end() ? nullptr : it->second;
-  };
-  uint64_t cap = options_.move_bytes_per_tick;
-  uint64_t moved = 0;
-  // Moves stop after two tick periods of work, whatever the byte cap: a tick
-  // that spills for a second would leave faults and pressure unseen that
-  // long. The policy decides again next tick from fresh state.
-  const uint64_t deadline = NowNs() + 2 * static_cast<uint64_t>(options_.tick_ms) * 1'000'000;
-  auto account = [&](Region& r, const Move& m, Tier from, MoveOutcome outcome, const Status& st) {
-    if (outcome == MoveOutcome::kAlreadyThere) return;
-    if (outcome == MoveOutcome::kFailed) {
-      // A region freed since this tick's snapshot refuses moves: not an error.
-      if (!regions_.FindById(r.id)) return;
-      static std::atomic<bool> warned{false};
-      WarnOnce(&warned, "move of page %u of region %u to %s failed: %s (later failures are counted, not printed)",
-               m.page, r.id, TierName(m.to), st.message().c_str());
-      return;
-    }
-    moved += r.page_size;
-    Log(3, "moved page %u of region %u %s -> %s", m.page, r.id, TierName(from), TierName(m.to));
-  };
-  auto tier_of = [](const Region& r, const Move& m) {
-    return m.page < r.pages.size() ? r.pages[m.page].tier.load(std::memory_order_relaxed) : m.to;
-  };
-  size_t i = 0;
-  while (i < d.moves.size() && !(cap && moved >= cap) && NowNs() <= deadline) {
-    const Move& m = d.moves[i];
-    if (m.to != Tier::kDisk) {
-      ++i;
-      Region* r = find(m.region);
-      if (r == nullptr) continue;
-      Tier from = tier_of(*r, m);
-      Status st;
-      MoveOutcome outcome = MovePage(*device_, *r, m, tick_, &st);
-      account(*r, m, from, outcome, st);
-      continue;
-    }
-    // A run of spills goes to the device as one group, so their writes are
-    // in flight together; the group stays within the byte cap and, once the
-    // disk's speed is known, within what fits before the deadline.
-    size_t most = kSpillGroupPages;
-    if (spill_ns_per_byte_ > 0) {
-      Region* first = find(m.region);
-      const double page_ns = spill_ns_per_byte_ * static_cast<double>(first ? first->page_size : 1);
-      const double left_ns = static_cast<double>(deadline - std::min(deadline, NowNs()));
-      most = std::clamp<size_t>(static_cast<size_t>(left_ns / page_ns), 1, kSpillGroupPages);
-    }
-    std::vector<const Move*> group;
-    std::vector<PageRef> refs;
-    std::vector<Tier> from;
-    uint64_t group_bytes = 0;
-    for (; i < d.moves.size() && d.moves[i].to == Tier::kDisk && refs.size() < most; ++i) {
-      if (cap && moved + group_bytes >= cap) break;
-      Region* r = find(d.moves[i].region);
-      if (r == nullptr) continue;
-      group.push_back(&d.moves[i]);
-      refs.push_back({r, d.moves[i].page});
-      from.push_back(tier_of(*r, d.moves[i]));
-      group_bytes += r->page_size;
-    }
-    std::vector<MoveOutcome> outcomes(refs.size());
-    std::vector<Status> errors(refs.size());
-    const uint64_t started = NowNs();
-    SpillPages(*device_, refs, tick_, outcomes, errors);
-    uint64_t spilled = 0;
-    for (size_t j = 0; j < refs.size(); ++j) {
-      if (outcomes[j] == MoveOutcome::kMoved) spilled += refs[j].region->page_size;
-    }
-    if (spilled > 0) {
-      const double per_byte = static_cast<double>(NowNs() - started) / static_cast<double>(spilled);
-      spill_ns_per_byte_ =
-          spill_ns_per_byte_ > 0 ? 0.5 * spill_ns_per_byte_ + 0.5 * per_byte : per_byte;
-    }
-    for (size_t j = 0; j < refs.size(); ++j) {
-      account(*refs[j].region, *group[j], from[j], outcomes[j], errors[j]);
-    }
-  }
+void Runtime::OnMoveFailed(Region& region, const Move& move, const Status& error) {
+  // A region freed since this tick's snapshot refuses moves: not an error.
+  if (!regions_.FindById(region.id)) return;
+  static std::atomic<bool> warned{false};
+  WarnOnce(&warned, "move of page %u of region %u to %s failed: %s (later failures are counted, not printed)",
+           move.page, region.id, TierName(move.to), error.message().c_str());
 }
 
 void Runtime::Tick() {
   std::lock_guard<std::mutex> lock(tick_mu_);
-  uint64_t start = NowNs();
-  ++tick_;
+  const uint64_t start = NowNs();
   std::vector<RegionPtr> regions = regions_.Snapshot();
-  std::unordered_map<RegionId, Region*> by_id;
-  for (const RegionPtr& r : regions) by_id[r->id] = r.get();
-
+  signals_.clear();
   Signal s;
-  for (size_t n = 0; n < ring_.capacity() && ring_.TryPop(&s); ++n) {
-    auto it = by_id.find(s.region);
-    if (it == by_id.end()) continue;  // the region was freed since
-    SignalEffects effects;
-    ApplySignal(*it->second, s, tick_, &effects);
-    if (effects.refaults) Counters::Add(counters_.refaults, effects.refaults);
-    policy_->OnSignal(s, *it->second);
+  for (size_t n = 0; n < ring_.capacity() && ring_.TryPop(&s); ++n) signals_.push_back(s);
+  TierBytes usage;
+  usage.host_used = Counters::Get(counters_.host_used_bytes);
+  usage.host_budget = Counters::Get(counters_.host_budget_bytes);
+  usage.disk_used = Counters::Get(counters_.disk_used_bytes);
+  usage.disk_budget = Counters::Get(counters_.disk_budget_bytes);
+  const TickReport report = engine_->Tick(signals_, regions, usage);
+  if (options_.verbose >= 3 && report.moves.moves) {
+    Log(3, "tick %u: %llu moves (%llu up, %llu down, %llu spilled bytes), %llu waiting",
+        report.tick, static_cast<unsigned long long>(report.moves.moves),
+        static_cast<unsigned long long>(report.moves.bytes[kChannelUp]),
+        static_cast<unsigned long long>(report.moves.bytes[kChannelDown]),
+        static_cast<unsigned long long>(report.moves.bytes[kChannelSpill]),
+        static_cast<unsigned long long>(report.moves.deferred));
   }
-
-  PolicyView view;
-  view.now = tick_;
-  view.regions = &regions;
-  auto usage = [&](uint64_t used, uint64_t budget) {
-    return TierUsage::Of(used, budget, static_cast<uint64_t>(options_.high_watermark),
-                         static_cast<uint64_t>(options_.low_watermark));
-  };
-  view.tier[0] = usage(device_->resident_bytes(), device_->capacity_bytes());
-  view.tier[1] = usage(Counters::Get(counters_.host_used_bytes), Counters::Get(counters_.host_budget_bytes));
-  view.tier[2] = usage(Counters::Get(counters_.disk_used_bytes), Counters::Get(counters_.disk_budget_bytes));
-  Decisions decisions;
-  policy_->Decide(view, &decisions);
-  ExecuteMoves(decisions, regions);
-
-  Counters::Add(counters_.policy_ticks);
-  Counters::Add(counters_.policy_ns, NowNs() - start);
   if (stats_ && (start - last_publish_ns_ >= kPublishIntervalNs)) {
     // Only the first KVTIER_STATS_MAX_REGIONS get rows: list the largest.
     std::stable_sort(regions.begin(), regions.end(),

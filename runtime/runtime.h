@@ -28,6 +28,7 @@
 #include "runtime/policy.h"
 #include "runtime/region_table.h"
 #include "runtime/signal_ring.h"
+#include "runtime/tick_engine.h"
 
 namespace kvtier {
 
@@ -93,7 +94,8 @@ class Runtime : public DeviceEvents {
  private:
   Runtime(const Options& options, std::unique_ptr<Device> device);
   void PolicyLoop();
-  void ExecuteMoves(const Decisions& d, const std::vector<RegionPtr>& regions);
+  // Logs a move the device refused (the first one; later ones are counted).
+  void OnMoveFailed(Region& region, const Move& move, const Status& error);
 
   const Options options_;
   Counters counters_;
@@ -104,13 +106,11 @@ class Runtime : public DeviceEvents {
   AllocationMatcher match_;
   std::unique_ptr<Policy> policy_;
   std::unique_ptr<StatsSegment> stats_;
+  std::unique_ptr<TickEngine> engine_;  // used under tick_mu_
+  std::vector<Signal> signals_;         // guarded by tick_mu_: this tick's, drained from ring_
   std::atomic<uint32_t> next_region_id_{1};
   std::atomic<uint64_t> alloc_index_{0};
-  uint32_t tick_ = 0;             // guarded by tick_mu_
   uint64_t last_publish_ns_ = 0;  // guarded by tick_mu_
-  // Recent spill time per byte (0: none yet), so a group of spills is sized
-  // to end near the tick's deadline on slow disks too.
-  double spill_ns_per_byte_ = 0;  // guarded by tick_mu_
 
   std::mutex tick_mu_;  // serialises Tick() (thread vs tests vs shutdown)
   std::mutex stop_mu_;

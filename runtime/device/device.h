@@ -60,6 +60,15 @@ class Device {
     for (size_t i = 0; i < pages.size(); ++i) results[i] = Spill(*pages[i].region, pages[i].page);
   }
 
+  // Bytes per second the backend moves up (to the device), down (to the
+  // host) and to disk when its moves run asynchronously, so the mover can
+  // budget a tick by them; 0 where a move's call returns only once its bytes
+  // have moved (the tick's deadline bounds those).
+  struct LinkRates {
+    double up = 0, down = 0, spill = 0;
+  };
+  virtual LinkRates link_rates() const { return {}; }
+
   // Called in the child after fork(): the parent's threads are gone and a
   // lock may have been held at fork time, so the backend refuses further use.
   virtual void AfterForkInChild() {}

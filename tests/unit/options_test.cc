@@ -172,7 +172,9 @@ TEST(ParseOptions, DefaultsWhenUnset) {
   EXPECT_EQ(o.tick_ms, 10);
   EXPECT_EQ(o.high_watermark, 90);
   EXPECT_EQ(o.low_watermark, 75);
-  EXPECT_EQ(o.move_bytes_per_tick, 256 * kMiB);
+  EXPECT_EQ(o.move_bytes_per_tick, 0u);
+  EXPECT_EQ(o.link_bandwidth, 0u);
+  EXPECT_EQ(o.link_share, 100);
   EXPECT_EQ(o.match, "size>=32M,run>=3;lib~ggml,size>=64M,nth>=1,nth<2");
   EXPECT_EQ(o.oversubscribe, 0.0);
   EXPECT_EQ(o.verbose, 0);
@@ -200,8 +202,11 @@ TEST(ParseOptions, AcceptsGoodValuesOfEveryType) {
       {"KVTIER_DEVICE_BUDGET", "40GiB",
        [](const Options& o) { return o.device_budget == 40 * kGiB; }},
       {"KVTIER_DISK_BUDGET", "1T", [](const Options& o) { return o.disk_budget == kTiB; }},
-      {"KVTIER_MOVE_BYTES_PER_TICK", "0",
-       [](const Options& o) { return o.move_bytes_per_tick == 0; }},
+      {"KVTIER_MOVE_BYTES_PER_TICK", "256M",
+       [](const Options& o) { return o.move_bytes_per_tick == 256 * kMiB; }},
+      {"KVTIER_LINK_BANDWIDTH", "50G",
+       [](const Options& o) { return o.link_bandwidth == 50 * kGiB; }},
+      {"KVTIER_LINK_SHARE", "60", [](const Options& o) { return o.link_share == 60; }},
       {"KVTIER_TICK_MS", "1", [](const Options& o) { return o.tick_ms == 1; }},
       {"KVTIER_TICK_MS", "10000", [](const Options& o) { return o.tick_ms == 10000; }},
       {"KVTIER_VERBOSE", "3", [](const Options& o) { return o.verbose == 3; }},

@@ -16,7 +16,6 @@ TieringOptions Plain() {
   o.cross_layer = false;
   o.neighbour_pages = 0;
   o.refault_protection = false;  // so only the priority decides
-  o.move_bytes_per_tick = 0;
   return o;
 }
 

@@ -1,25 +1,76 @@
-// PolicyBed: a table of regions and page states for policy tests.
+// PolicyBed: a table of regions and page states for policy tests, ticked by
+// the runtime's own TickEngine and Mover.
 //
 // Pages are written as strings, one char per page: D device, H host, S disk,
 // U untouched, P device+pinned, M device+in-flight. Signals go through
-// ApplySignal and Policy::OnSignal as the runtime's tick does; Apply() plays
-// the moves of a Decisions (tiers change at once, last_move = now), so tests
-// can run several ticks. Thread-safety: test thread only.
+// TickEngine::ApplySignals; Tick() runs TickEngine::Tick on an InstantDevice
+// (each move takes effect at once), so tests see what the policy decided
+// and the page states after the shipped mover executed it, tick after tick.
+// Thread-safety: test thread only.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime/clock.h"
+#include "runtime/device/device.h"
 #include "runtime/policy.h"
-#include "runtime/signal_apply.h"
+#include "runtime/tick_engine.h"
 
 namespace kvtier::testing {
 
 inline constexpr size_t kTestPage = 1 << 20;
+inline constexpr uint64_t kTestTickNs = 10'000'000;
+
+// A device whose moves take effect at once: a page changes tier in the call.
+// Residency is counted over the bed's regions; capacity is what the test
+// says for the tick.
+class InstantDevice final : public Device {
+ public:
+  explicit InstantDevice(const std::vector<RegionPtr>* regions) : regions_(regions) {}
+  const char* kind() const override { return "instant"; }
+  Result<RegionPtr> CreateRegion(RegionId, size_t, size_t, std::string) override {
+    return Status::Error("instant device: the bed makes regions");
+  }
+  void DestroyRegion(Region&) override {}
+  Status Demote(Region& region, uint32_t page) override {
+    return Flip(region, page, Tier::kHost, [](Tier t) { return t == Tier::kDevice; });
+  }
+  Status Promote(Region& region, uint32_t page) override {
+    return Flip(region, page, Tier::kDevice, [](Tier t) { return t != Tier::kDevice; });
+  }
+  Status Spill(Region& region, uint32_t page) override {
+    return Flip(region, page, Tier::kDisk, [](Tier t) { return t == Tier::kHost; });
+  }
+  uint64_t resident_bytes() const override { return Count(Tier::kDevice) * kTestPage; }
+  uint64_t capacity_bytes() const override { return capacity_; }
+  void set_capacity(uint64_t bytes) { capacity_ = bytes; }
+  uint64_t Count(Tier t) const {
+    uint64_t n = 0;
+    for (const auto& r : *regions_)
+      for (size_t i = 0; i < r->pages.size(); ++i) n += r->pages[i].tier.load() == t;
+    return n;
+  }
+  std::vector<Move> log;  // every move carried out, in order
+
+ private:
+  template <typename From>
+  Status Flip(Region& region, uint32_t page, Tier to, From from) {
+    PageRecord& rec = region.pages[page];
+    if (!from(rec.tier.load())) return Status::Ok();
+    rec.tier = to;
+    log.push_back({region.id, page, to});
+    return Status::Ok();
+  }
+  const std::vector<RegionPtr>* regions_;
+  uint64_t capacity_ = 0;
+};
 
 class PolicyBed {
  public:
+  PolicyBed() : device_(&regions_) {}
+
   Region& AddRegion(const std::string& pages) {
     auto r = std::make_shared<Region>(static_cast<RegionId>(regions_.size() + 1),
                                       0x100000000ull * (regions_.size() + 1),
@@ -53,8 +104,13 @@ class PolicyBed {
     return *r;
   }
   Region& region(RegionId id) { return *regions_[id - 1]; }
+  const std::vector<RegionPtr>& regions() const { return regions_; }
+  InstantDevice& device() { return device_; }
   uint32_t now() const { return now_; }
   void Advance(uint32_t ticks = 1) { now_ += ticks; }
+  // The mover's cap on bytes per tick (KVTIER_MOVE_BYTES_PER_TICK); set
+  // before the first signal or tick.
+  void set_move_cap(uint64_t bytes) { mover_.cap_bytes = bytes; }
 
   // Sends one signal for `pages` pages from `page` of region `id`.
   void Send(Policy& policy, SignalKind kind, RegionId id, uint32_t page, Tier from = Tier::kHost,
@@ -65,8 +121,7 @@ class PolicyBed {
     s.page = page;
     s.pages = pages;
     s.from = from;
-    ApplySignal(region(id), s, now_);
-    policy.OnSignal(s, region(id));
+    Engine(policy).ApplySignals({&s, 1}, regions_, now_);
   }
   // A touch of a page that is not on the device: it faults and arrives.
   void Fault(Policy& policy, RegionId id, uint32_t page) {
@@ -75,51 +130,57 @@ class PolicyBed {
     Send(policy, SignalKind::kFault, id, page, from);
   }
 
-  uint64_t Count(Tier t) const {
-    uint64_t n = 0;
-    for (const auto& r : regions_)
-      for (size_t i = 0; i < r->pages.size(); ++i) n += r->pages[i].tier.load() == t;
-    return n;
-  }
-  // Budgets in pages; watermarks at 90% and 75% as the runtime's defaults.
-  PolicyView View(uint64_t device_pages, uint64_t host_pages = 1000, uint64_t disk_pages = 0) {
-    PolicyView v;
-    v.now = now_;
-    v.regions = &regions_;
-    auto usage = [](uint64_t used_pages, uint64_t budget_pages) {
-      TierUsage u;
-      u.used = used_pages * kTestPage;
-      u.budget = budget_pages * kTestPage;
-      u.high = u.budget * 90 / 100;
-      u.low = u.budget * 75 / 100;
-      return u;
-    };
-    v.tier[0] = usage(Count(Tier::kDevice), device_pages);
-    v.tier[1] = usage(Count(Tier::kHost), host_pages);
-    v.tier[2] = usage(Count(Tier::kDisk), disk_pages);
-    return v;
-  }
-  // One tick: Decide, then play the moves.
+  uint64_t Count(Tier t) const { return device_.Count(t); }
+  // One tick of the runtime's TickEngine: the policy decides (returned) and
+  // the mover carries it out. Budgets in pages; watermarks at 90% and 75%,
+  // the runtime's defaults.
   Decisions Tick(Policy& policy, uint64_t device_pages, uint64_t host_pages = 1000,
                  uint64_t disk_pages = 0) {
-    Decisions d;
-    policy.Decide(View(device_pages, host_pages, disk_pages), &d);
-    Apply(d);
-    return d;
+    TickEngine& engine = Engine(policy);
+    device_.set_capacity(device_pages * kTestPage);
+    TierBytes usage;
+    usage.host_used = Count(Tier::kHost) * kTestPage;
+    usage.host_budget = host_pages * kTestPage;
+    usage.disk_used = Count(Tier::kDisk) * kTestPage;
+    usage.disk_budget = disk_pages * kTestPage;
+    clock_.Set(uint64_t{now_ - 1} * kTestTickNs);
+    last_report_ = engine.Tick({}, regions_, usage);
+    now_ = engine.tick();
+    return recorder_.last;
   }
-  void Apply(const Decisions& d) {
-    for (const Move& m : d.moves) {
-      PageRecord& rec = region(m.region).pages[m.page];
-      rec.tier = m.to;
-      rec.last_move = now_;
-      if (m.to == Tier::kDevice) {
-        rec.flags.fetch_and(static_cast<uint8_t>(~kPageWillNeed));
-      }
-    }
-  }
+  const TickReport& last_report() const { return last_report_; }
 
  private:
+  // Forwards to the policy under test and keeps its last decisions.
+  struct Recorder final : Policy {
+    Policy* inner = nullptr;
+    Decisions last;
+    const char* name() const override { return inner->name(); }
+    void OnSignal(const Signal& s, const Region& r) override { inner->OnSignal(s, r); }
+    void Decide(const PolicyView& view, Decisions* out) override {
+      inner->Decide(view, out);
+      last = *out;
+    }
+  };
+  TickEngine& Engine(Policy& policy) {
+    if (!engine_ || recorder_.inner != &policy) {
+      recorder_.inner = &policy;
+      TickEngineConfig config;
+      config.tick_ns = kTestTickNs;
+      config.mover = mover_;
+      clock_.Set(0);
+      engine_ = std::make_unique<TickEngine>(device_, recorder_, clock_, config);
+    }
+    return *engine_;
+  }
+
   std::vector<RegionPtr> regions_;
+  InstantDevice device_;
+  ManualClock clock_;
+  MoverConfig mover_;
+  Recorder recorder_;
+  std::unique_ptr<TickEngine> engine_;
+  TickReport last_report_;
   uint32_t now_ = 1;
 };
 

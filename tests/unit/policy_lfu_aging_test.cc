@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "policies/lfu_aging.h"
+#include "runtime/signal_apply.h"
 #include "tests/unit/policy_fixture.h"
 
 namespace kvtier {

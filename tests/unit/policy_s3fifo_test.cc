@@ -14,7 +14,6 @@ TieringOptions Plain() {
   TieringOptions o;
   o.cross_layer = false;
   o.neighbour_pages = 0;
-  o.move_bytes_per_tick = 0;
   return o;
 }
 

@@ -31,7 +31,6 @@ TieringOptions NoPrefetch() {
   TieringOptions o;
   o.neighbour_pages = 0;
   o.cross_layer = false;
-  o.move_bytes_per_tick = 0;
   return o;
 }
 
@@ -80,15 +79,62 @@ TEST_P(TieringTest, WatermarksPinsAndSpills) {
   }
 }
 
-TEST_P(TieringTest, HintPromotesAndMakesRoomDemotionsFirst) {
+TEST_P(TieringTest, HintPromotesFirstAndTheVictimFollows) {
   PolicyBed bed;
   bed.AddRegion("DDDDDDDDDH");  // 9 on a 10-page device: at the high watermark
   auto policy = Make(GetParam(), NoPrefetch());
   bed.Send(*policy, SignalKind::kWillNeed, 1, 9);
   Decisions d = bed.Tick(*policy, 10);
   ASSERT_EQ(d.moves.size(), 2u);
-  EXPECT_EQ(d.moves[0].to, Tier::kHost);
-  EXPECT_EQ(d.moves[1], (Move{1, 9, Tier::kDevice}));
+  // A free frame takes the hinted page now; a victim then brings the device
+  // back under its high watermark.
+  EXPECT_EQ(d.moves[0], (Move{1, 9, Tier::kDevice, MoveClass::kDemand}));
+  EXPECT_EQ(d.moves[1].to, Tier::kHost);
+  EXPECT_EQ(d.moves[1].why, MoveClass::kDemote);
+  EXPECT_EQ(bed.Count(Tier::kDevice), 9u);
+}
+
+TEST_P(TieringTest, FullDeviceSwapsAVictimOutJustBeforeThePromotion) {
+  PolicyBed bed;
+  bed.AddRegion("DDDDDDDDDDH");  // 10 on a 10-page device: no free frame
+  auto policy = Make(GetParam(), NoPrefetch());
+  bed.Send(*policy, SignalKind::kWillNeed, 1, 10);
+  Decisions d = bed.Tick(*policy, 10);
+  const std::vector<std::string> up = MovesTo(d, Tier::kDevice);
+  ASSERT_EQ(up, (std::vector<std::string>{"1:10"}));
+  // The demotion that makes the frame goes with the promotion (kRoom) and
+  // the mover carries it out first, even though demand goes before plain
+  // demotions.
+  const std::vector<Move>& log = bed.device().log;
+  size_t up_at = 0, room_at = log.size();
+  for (size_t i = 0; i < log.size(); ++i) {
+    if (log[i].to == Tier::kDevice) up_at = i;
+  }
+  for (size_t i = 0; i < d.moves.size(); ++i) {
+    if (d.moves[i].why == MoveClass::kRoom) {
+      EXPECT_EQ(d.moves[i + 1].to, Tier::kDevice);
+      for (size_t j = 0; j < log.size(); ++j) {
+        if (log[j].region == d.moves[i].region && log[j].page == d.moves[i].page) room_at = j;
+      }
+    }
+  }
+  ASSERT_LT(room_at, log.size()) << "no kRoom demotion";
+  EXPECT_LT(room_at, up_at);
+  EXPECT_LE(bed.Count(Tier::kDevice), 9u);  // and the device ends under its high watermark
+}
+
+TEST_P(TieringTest, FullHostTierSwapsInsteadOfStalling) {
+  // Device and host both full (the engine filled the oversubscribed pool):
+  // a hinted host page still comes up, trading places with a victim.
+  PolicyBed bed;
+  bed.AddRegion("DDDDDDDDDDHHHH");  // 10 on a 10-page device, 4 on a 4-page host
+  auto policy = Make(GetParam(), NoPrefetch());
+  bed.Send(*policy, SignalKind::kWillNeed, 1, 12);
+  Decisions d = bed.Tick(*policy, 10, 4);
+  EXPECT_EQ(MovesTo(d, Tier::kDevice), (std::vector<std::string>{"1:12"}));
+  EXPECT_EQ(MovesTo(d, Tier::kHost).size(), 1u);
+  EXPECT_EQ(bed.Count(Tier::kHost), 4u);  // one left, one came: the host stays at budget
+  EXPECT_EQ(bed.region(1).pages[12].tier.load(), Tier::kDevice);
 }
 
 TEST_P(TieringTest, HintWithRoomNeedsNoVictim) {
@@ -104,9 +150,8 @@ TEST_P(TieringTest, HintWithRoomNeedsNoVictim) {
 TEST_P(TieringTest, TickBudgetCapsThePlanAndTheRestFollows) {
   PolicyBed bed;
   bed.AddRegion("HHHHH");
-  TieringOptions o = NoPrefetch();
-  o.move_bytes_per_tick = 2 * kTestPage;
-  auto policy = Make(GetParam(), o);
+  bed.set_move_cap(2 * kTestPage);
+  auto policy = Make(GetParam(), NoPrefetch());
   bed.Send(*policy, SignalKind::kWillNeed, 1, 0, Tier::kHost, 5);
   EXPECT_EQ(MovesTo(bed.Tick(*policy, 100), Tier::kDevice),
             (std::vector<std::string>{"1:0", "1:1"}));

@@ -85,7 +85,7 @@ Occupancy OffloadBackend::Sample(double t) const {
 
 PagedBackend::PagedBackend(const EngineConfig& engine, const ModelCosts& costs,
                            uint64_t pool_blocks, size_t page_size, std::unique_ptr<Policy> policy,
-                           const TickConfig& tick, bool hints)
+                           const TickEngineConfig& tick, bool hints)
     : engine_config_(engine),
       pool_blocks_(pool_blocks),
       page_size_(page_size),
@@ -230,7 +230,7 @@ Occupancy PagedBackend::Sample(double t) const {
 
 MoveCounters PagedBackend::counters() const {
   const ModelDeviceStats s = device_.stats();
-  const TickStats& d = driver_.stats();
+  const TickTotals d = driver_.totals();
   MoveCounters c;
   c.h2d_fault = s.h2d_fault_bytes;
   c.h2d_prefetch = s.h2d_prefetch_bytes;

@@ -13,7 +13,8 @@
 //                  oversubscribed pool (device budget + host tier) in one
 //                  region per layer on a ModelDevice; each step touches the
 //                  pages of its requests layer by layer (faults stall the
-//                  layer), and a TickDriver runs the policy between layers.
+//                  layer), and a VirtualTicker runs the runtime's tick engine
+//                  between layers.
 //                  With hints, the scheduler hints WILL_NEED on the pages of
 //                  the requests of the step it is about to run.
 // Thread-safety: none.
@@ -26,7 +27,7 @@
 
 #include "runtime/device/model/model_device.h"
 #include "tools/bench/engine_model.h"
-#include "tools/bench/tick_driver.h"
+#include "tools/bench/virtual_ticker.h"
 
 namespace kvtier::bench {
 
@@ -74,7 +75,7 @@ class PagedBackend : public KvBackend, public DeviceEvents {
  public:
   // `policy` null: no policy (uvm-default).
   PagedBackend(const EngineConfig& engine, const ModelCosts& costs, uint64_t pool_blocks,
-               size_t page_size, std::unique_ptr<Policy> policy, const TickConfig& tick,
+               size_t page_size, std::unique_ptr<Policy> policy, const TickEngineConfig& tick,
                bool hints);
   // Creates the per-layer regions; fails when a block does not fit a page.
   Status Init();
@@ -103,7 +104,7 @@ class PagedBackend : public KvBackend, public DeviceEvents {
   const bool hints_;
   uint32_t blocks_per_page_ = 0;
   ModelDevice device_;
-  TickDriver driver_;
+  VirtualTicker driver_;
   std::vector<RegionPtr> layers_;
   EngineModel* engine_ = nullptr;
 };

@@ -5,7 +5,7 @@
 # subcommand glob.
 set(KVTIER_BENCH_SIM_FILES
   engine_model.cc hw_profile.cc kv_backends.cc mr_report.cc oracle_policy.cc svg_plot.cc
-  systems.cc tick_driver.cc workload.cc)
+  systems.cc virtual_ticker.cc workload.cc)
 list(TRANSFORM KVTIER_BENCH_SIM_FILES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
 list(REMOVE_ITEM KVTIER_BENCH_SOURCES ${KVTIER_BENCH_SIM_FILES})
 # The model-only device is compiled here until kvtier_runtime globs

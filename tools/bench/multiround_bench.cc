@@ -46,7 +46,8 @@ const char kUsage[] =
     "                  kvtier:s3fifo,kvtier:cost-aware,kvtier:hints,oracle)\n"
     "  --hints-policy NAME (cost-aware: the base policy of kvtier:hints; or kvtier:hints+NAME)\n"
     "kvtier settings (runtime defaults):\n"
-    "  --page-size SIZE (2M)  --tick-ms N (10)  --move-bytes-per-tick SIZE (256M; 0 = no cap)\n"
+    "  --page-size SIZE (2M)  --tick-ms N (10)  --link-share PCT (100: of the profile's link,\n"
+    "  each way, per tick)  --move-bytes-per-tick SIZE (0: no cap beyond the link)\n"
     "  --high-watermark PCT (90)  --low-watermark PCT (75)\n"
     "  --oversubscribe F (1: the engine's pool adds F x the host (+ disk) budget)\n"
     "  --host-budget SIZE (half the profile's host memory)  --disk-budget SIZE (0: no disk tier)\n"
@@ -204,7 +205,12 @@ Status Parse(int argc, char** argv, Cli* cli) {
       o.tick.tick_ns = uint64_t(ms) * 1'000'000;
     } else if (flag == "--move-bytes-per-tick") {
       st = size(&d);
-      o.tick.move_bytes_per_tick = static_cast<uint64_t>(d);
+      o.tick.mover.cap_bytes = static_cast<uint64_t>(d);
+    } else if (flag == "--link-share") {
+      int pct = 0;
+      st = integer(&pct, 1);
+      if (st.ok() && pct > 100) st = Status::Errorf("--link-share %s: use 1..100", v.c_str());
+      o.tick.mover.share_pct = static_cast<uint32_t>(pct);
     } else if (flag == "--high-watermark")
       st = integer(&o.tick.high_watermark, 1);
     else if (flag == "--low-watermark")

@@ -45,7 +45,6 @@ class OracleFuture : public FutureSource {
 
 Result<std::unique_ptr<Policy>> MakeKvtierPolicy(const std::string& name, const BenchOptions& o) {
   TieringOptions to;
-  to.move_bytes_per_tick = o.tick.move_bytes_per_tick;
   if (name == "lfu-aging") return std::unique_ptr<Policy>(new LfuAgingPolicy(to));
   if (name == "s3fifo") return std::unique_ptr<Policy>(new S3FifoPolicy(to));
   if (name == "cost-aware") {
@@ -165,8 +164,11 @@ Result<SystemResult> RunSystem(const std::string& name, const BenchOptions& o) {
       if (!made.ok()) return made.status();
       policy = std::move(made).value();
     }
-    TickConfig tick = o.tick;
-    if (name == "oracle") tick.move_bytes_per_tick = 0;  // the limit: only the link bounds it
+    TickEngineConfig tick = o.tick;
+    if (name == "oracle") {  // the limit: only the link bounds it
+      tick.mover.cap_bytes = 0;
+      tick.mover.share_pct = 100;
+    }
     pool_blocks = uvm ? s.uvm_pool_blocks : s.kvtier_pool_blocks;
     auto paged = std::make_unique<PagedBackend>(o.engine, DeviceCosts(o, s, uvm), pool_blocks,
                                                 o.page_size, std::move(policy), tick, hints);

@@ -25,7 +25,7 @@
 
 #include "tools/bench/engine_model.h"
 #include "tools/bench/hw_profile.h"
-#include "tools/bench/tick_driver.h"
+#include "runtime/tick_engine.h"
 #include "tools/bench/workload.h"
 
 namespace kvtier::bench {
@@ -35,7 +35,7 @@ struct BenchOptions {
   EngineConfig engine;
   WorkloadConfig workload;
   size_t page_size = 2u << 20;  // KVTIER_PAGE_SIZE
-  TickConfig tick;
+  TickEngineConfig tick;  // the runtime's defaults; the mover's link figures come from the profile
   double oversubscribe = 1.0;    // share of host (+disk) budgets added to the pool
   double host_budget_bytes = 0;  // 0: half the host memory (KVTIER_HOST_BUDGET=0)
   double disk_budget_bytes = 0;  // 0: no disk tier (KVTIER_DISK_BUDGET=0)

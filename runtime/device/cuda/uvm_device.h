@@ -63,6 +63,10 @@ struct UvmDeviceConfig {
   // A Promote fails while the device has less than this much free memory
   // besides the page: the engine's own allocations must not be starved.
   uint64_t headroom_bytes = uint64_t{256} << 20;
+  // Host link bandwidth each way, bytes per second: a PCIe Gen4 x16 figure
+  // (25 GB/s achieved) until the operator gives this machine's
+  // (KVTIER_LINK_BANDWIDTH, from kvtier-bench calibrate).
+  double link_bps = 25e9;
   DeviceEvents* events = nullptr;
   Counters* counters = nullptr;  // may be null (the device keeps its own)
   bool use_cupti = true;
@@ -86,6 +90,11 @@ class UvmDevice final : public Device, public UvmEventSink {
   void AfterForkInChild() override;
   uint64_t resident_bytes() const override;
   uint64_t capacity_bytes() const override { return config_.capacity_bytes; }
+  // Prefetches run on the backend's stream after the call returns: the
+  // mover budgets them by the link (KVTIER_LINK_BANDWIDTH overrides this).
+  LinkRates link_rates() const override {
+    return {config_.link_bps, config_.link_bps, 0};
+  }
 
   // UvmEventSink (CUPTI records).
   void OnUvmEvents(const UvmEvent* events, size_t count) override;

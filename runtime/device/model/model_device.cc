@@ -144,6 +144,7 @@ uint64_t ModelDevice::AcquireFrame(uint64_t t, uint64_t bytes, std::vector<Event
     rec.tier.store(Tier::kHost, std::memory_order_relaxed);
     occupied_ -= vb;
     host_used_ += vb;
+    stats_.host_peak_bytes = std::max(stats_.host_peak_bytes, host_used_);
     ++epoch_;
     stats_.d2h_evict_bytes += vb;
     ++stats_.driver_evictions;
@@ -179,6 +180,7 @@ void ModelDevice::CompleteDown(const Pending& p) {
   occupied_ -= b;
   leaving_ -= b;
   host_used_ += b;
+  stats_.host_peak_bytes = std::max(stats_.host_peak_bytes, host_used_);
 }
 
 void ModelDevice::CompleteSpill(const Pending& p) {
@@ -228,13 +230,6 @@ Status ModelDevice::Demote(Region& region, uint32_t page) {
     return Status::Ok();
   }
   const uint64_t b = region.PageBytes(page);
-  if (costs_.host_bytes && host_used_ + leaving_ + b > costs_.host_bytes) {
-    return Status::Errorf(
-        "model device: host tier full (%llu of %llu bytes): page %u of region "
-        "%u stays on the device",
-        (unsigned long long)(host_used_ + leaving_), (unsigned long long)costs_.host_bytes, page,
-        region.id);
-  }
   uint64_t end = Transfer(&d2h_free_, now_, b, costs_.d2h_bps, 0);
   ps.op = Op::kDown;
   ps.ready_ns = end;

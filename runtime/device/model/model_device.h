@@ -32,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/clock.h"
 #include "runtime/device/device.h"
 
 namespace kvtier {
@@ -39,7 +40,9 @@ namespace kvtier {
 // Costs and capacities, in bytes, bytes per second and nanoseconds.
 struct ModelCosts {
   uint64_t device_bytes = 0;       // HBM the tiered regions may occupy
-  uint64_t host_bytes = 0;         // host tier budget (Demote fails beyond it)
+  // Host tier budget. As on the other backends it is the policy's to keep
+  // (demotions are not refused); the model reports the peak it reached.
+  uint64_t host_bytes = 0;
   uint64_t disk_bytes = 0;         // disk tier budget; 0 = no disk tier
   double h2d_bps = 0;              // prefetch / explicit copy, host to device
   double d2h_bps = 0;              // demotion and eviction copies
@@ -69,6 +72,7 @@ struct ModelDeviceStats {
   uint64_t driver_evictions = 0;
   uint64_t aborted_demotions = 0;  // touched or promoted while moving down
   uint64_t fault_wait_ns = 0;      // sum over faulted pages of their wait
+  uint64_t host_peak_bytes = 0;    // most host bytes held at once
 };
 
 class ModelDevice : public Device {
@@ -91,9 +95,15 @@ class ModelDevice : public Device {
   // way up (pages on their way down are already leaving).
   uint64_t resident_bytes() const override;
   uint64_t capacity_bytes() const override { return costs_.device_bytes; }
+  // The prefetch link each way and the SSD's write speed.
+  LinkRates link_rates() const override {
+    return {costs_.h2d_bps, costs_.d2h_bps, costs_.ssd_write_bps};
+  }
 
   // The virtual clock.
   uint64_t now_ns() const;
+  // The same, as a Clock for the tick engine and the mover.
+  const Clock& clock() const { return clock_; }
   // Moves the clock to `t_ns` (never back) and applies the transfers that
   // completed by then.
   void AdvanceTo(uint64_t t_ns);
@@ -162,8 +172,18 @@ class ModelDevice : public Device {
   uint64_t ReadFromDisk(uint64_t t, uint64_t bytes);
   void Notify(const std::vector<Event>& events);
 
+  class VirtualClock final : public Clock {
+   public:
+    explicit VirtualClock(const ModelDevice* d) : d_(d) {}
+    uint64_t NowNs() const override { return d_->now_ns(); }
+
+   private:
+    const ModelDevice* d_;
+  };
+
   const ModelCosts costs_;
   DeviceEvents* const events_;
+  const VirtualClock clock_{this};
 
   mutable std::mutex mu_;
   uint64_t now_ = 0;                        // guarded by mu_

@@ -1,0 +1,105 @@
+// TickEngine: one policy tick, the same code on a GPU, on the simulated GPU,
+// in kvtier-bench and in the policy tests.
+//
+// A tick applies the access signals that arrived since the last one to the
+// page records (ApplySignal, then Policy::OnSignal), builds the PolicyView
+// from the tiers' usage, the watermarks and the mover's budgets, asks the
+// policy to Decide, and hands the decisions to the Mover. What differs
+// between the callers stays outside: where signals queue (the runtime's
+// lock-free ring, the bench's list), where host and disk usage are booked,
+// and the clock (wall time, a test's manual clock, the model device's
+// virtual time).
+// Tick numbers follow the clock (one per tick period since the engine was
+// made, at least one more than the last), so the policies' windows, which
+// count ticks, mean the same time whether a caller ticks every period (the
+// runtime) or skips idle periods (kvtier-bench).
+// Thread-safety: one thread at a time (the caller serialises Tick).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/clock.h"
+#include "runtime/counters.h"
+#include "runtime/device/device.h"
+#include "runtime/mover.h"
+#include "runtime/policy.h"
+#include "runtime/signal_ring.h"
+
+namespace kvtier {
+
+struct TickEngineConfig {
+  uint64_t tick_ns = 10'000'000;  // KVTIER_TICK_MS
+  int high_watermark = 90;        // percent (KVTIER_HIGH_WATERMARK)
+  int low_watermark = 75;
+  MoverConfig mover;  // its tick_ns is set from tick_ns
+};
+
+// Host and disk usage as the caller books it (the device's comes from the
+// Device).
+struct TierBytes {
+  uint64_t host_used = 0, host_budget = 0;
+  uint64_t disk_used = 0, disk_budget = 0;
+};
+
+struct TickReport {
+  uint32_t tick = 0;
+  MoveReport moves;
+  uint32_t refaults = 0;
+  uint32_t wake_tick = 0;  // the policy's Decisions::wake_tick
+  // Moves happened or wait in the backlog: the next period has work.
+  bool busy() const { return moves.moves > 0 || moves.deferred > 0; }
+};
+
+// Cumulative figures of an engine.
+struct TickTotals {
+  uint64_t ticks = 0;
+  uint64_t signals = 0;
+  uint64_t refaults = 0;
+  uint64_t moves = 0;
+  uint64_t failed = 0;
+  uint64_t deferred = 0;  // moves that waited at least one tick (counted per tick waited)
+  uint64_t dropped = 0;
+  uint64_t policy_ns = 0;  // wall time in Tick, whatever the clock
+};
+
+class TickEngine {
+ public:
+  // `counters` (may be null) gets refaults, policy_ticks and policy_ns.
+  TickEngine(Device& device, Policy& policy, const Clock& clock, const TickEngineConfig& config,
+             Counters* counters = nullptr);
+
+  Mover& mover() { return mover_; }
+  Policy& policy() { return policy_; }
+  const TickEngineConfig& config() const { return config_; }
+  const TickTotals& totals() const { return totals_; }
+  uint32_t tick() const { return tick_; }
+  // The tick number Tick would use now.
+  uint32_t TickAt(uint64_t now_ns) const;
+
+  // One tick over `regions` (the live regions; the caller keeps them alive
+  // for the call) with the signals that arrived since the last tick.
+  TickReport Tick(std::span<const Signal> signals, const std::vector<RegionPtr>& regions,
+                  const TierBytes& usage);
+  // The first step of Tick alone: applies `signals` to the page records and
+  // tells the policy, at tick `tick`; returns the refaults found. Tests use
+  // it to set page state between ticks.
+  uint32_t ApplySignals(std::span<const Signal> signals, const std::vector<RegionPtr>& regions,
+                        uint32_t tick);
+
+ private:
+  Device& device_;
+  Policy& policy_;
+  const Clock& clock_;
+  const TickEngineConfig config_;
+  Counters* const counters_;
+  Mover mover_;
+  const uint64_t start_ns_;
+  uint32_t tick_ = 0;
+  TickTotals totals_;
+  std::unordered_map<RegionId, Region*> by_id_;  // this tick's regions
+};
+
+}  // namespace kvtier
