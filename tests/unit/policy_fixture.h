@@ -9,6 +9,7 @@
 // Thread-safety: test thread only.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +54,7 @@ class InstantDevice final : public Device {
     return n;
   }
   std::vector<Move> log;  // every move carried out, in order
+  std::function<void()> on_move;  // called after each move (a test's clock)
 
  private:
   template <typename From>
@@ -61,6 +63,7 @@ class InstantDevice final : public Device {
     if (!from(rec.tier.load())) return Status::Ok();
     rec.tier = to;
     log.push_back({region.id, page, to});
+    if (on_move) on_move();
     return Status::Ok();
   }
   const std::vector<RegionPtr>* regions_;
