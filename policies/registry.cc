@@ -6,6 +6,7 @@
 #include "policies/cost_aware.h"
 #include "policies/lfu_aging.h"
 #include "policies/lru.h"
+#include "policies/predictive.h"
 #include "policies/s3fifo.h"
 #include "runtime/policy.h"
 
@@ -23,6 +24,7 @@ const std::vector<Entry>& Entries() {
       {"lfu-aging", [](const TieringOptions& o) { return std::make_unique<LfuAgingPolicy>(o); }},
       {"s3fifo", [](const TieringOptions& o) { return std::make_unique<S3FifoPolicy>(o); }},
       {"cost-aware", [](const TieringOptions& o) { return std::make_unique<CostAwarePolicy>(o); }},
+      {"predictive", [](const TieringOptions&) { return std::make_unique<PredictivePolicy>(); }},
   };
   return entries;
 }

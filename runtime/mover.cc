@@ -105,19 +105,51 @@ uint64_t Mover::ChannelBudget(int channel) const {
   return static_cast<uint64_t>(bytes);
 }
 
-MoveBudget Mover::Budget() const {
-  uint64_t left[kChannelCount];
+void Mover::Earn() {
+  const uint64_t now = clock_.NowNs();
+  // The first tick starts with one tick's worth.
+  const uint64_t dt = earned_once_ ? now - std::min(now, earned_at_) : config_.tick_ns;
+  earned_once_ = true;
+  earned_at_ = now;
+  for (int c = 0; c < kChannelCount; ++c) {
+    const uint64_t per_tick = ChannelBudget(c);
+    if (per_tick == MoveBudget::kUnlimited) continue;
+    const double earned = static_cast<double>(per_tick) * static_cast<double>(dt) /
+                          static_cast<double>(std::max<uint64_t>(config_.tick_ns, 1));
+    tokens_[c] = std::min(tokens_[c] + earned, static_cast<double>(per_tick));
+  }
+}
+
+MoveBudget Mover::Budget() {
+  Earn();
+  uint64_t left[kChannelCount], demand[kChannelCount];
   uint64_t waiting = 0;
   for (int c = 0; c < kChannelCount; ++c) {
-    const uint64_t b = ChannelBudget(c);
-    left[c] = b == MoveBudget::kUnlimited ? b : b - std::min(b, backlog_bytes_[c]);
+    const uint64_t per_tick = ChannelBudget(c);
     waiting += backlog_bytes_[c];
+    if (per_tick == MoveBudget::kUnlimited) {
+      left[c] = demand[c] = MoveBudget::kUnlimited;
+      continue;
+    }
+    const double have = tokens_[c] - static_cast<double>(backlog_bytes_[c]);
+    const double borrow = static_cast<double>(per_tick) * config_.demand_burst_ticks;
+    left[c] = have > 0 ? static_cast<uint64_t>(have) : 0;
+    demand[c] = have + borrow > 0 ? static_cast<uint64_t>(have + borrow) : 0;
   }
   if (config_.cap_bytes) {
     const uint64_t total = config_.cap_bytes - std::min(config_.cap_bytes, waiting);
-    for (uint64_t& l : left) l = std::min(l, total);
+    for (int c = 0; c < kChannelCount; ++c) {
+      left[c] = std::min(left[c], total);
+      demand[c] = std::min(demand[c], total);
+    }
   }
-  return {left[kChannelUp], left[kChannelDown], left[kChannelSpill]};
+  MoveBudget b;
+  b.up = left[kChannelUp];
+  b.down = left[kChannelDown];
+  b.spill = left[kChannelSpill];
+  b.demand_up = demand[kChannelUp];
+  b.demand_down = demand[kChannelDown];
+  return b;
 }
 
 bool Mover::Size(Unit& u, const std::function<Region*(RegionId)>& find) {
@@ -181,6 +213,7 @@ MoveReport Mover::Execute(const Decisions& decisions,
   std::stable_sort(units.begin(), units.end(),
                    [](const Unit& a, const Unit& b) { return a.cls < b.cls; });
 
+  Earn();
   uint64_t spent[kChannelCount] = {0, 0, 0};
   uint64_t spent_total = 0;
   auto affordable = [&](const Unit& u) {
@@ -188,12 +221,14 @@ MoveReport Mover::Execute(const Decisions& decisions,
     for (int c = 0; c < kChannelCount; ++c) {
       if (u.need[c] == 0) continue;
       total += u.need[c];
-      const uint64_t budget = ChannelBudget(c);
-      // A channel that moved nothing yet takes one unit whatever its size,
-      // so a budget smaller than a page still makes progress.
-      if (budget != MoveBudget::kUnlimited && spent[c] > 0 && spent[c] + u.need[c] > budget) {
-        return false;
-      }
+      const uint64_t per_tick = ChannelBudget(c);
+      if (per_tick == MoveBudget::kUnlimited) continue;
+      double allowance = tokens_[c] - static_cast<double>(spent[c]);
+      if (u.cls == MoveClass::kDemand) allowance += static_cast<double>(per_tick) * config_.demand_burst_ticks;
+      // A channel with anything earned takes one unit whatever its size,
+      // so a budget smaller than a page still moves (and repays it later).
+      const bool first = spent[c] == 0 && tokens_[c] > 0;
+      if (!first && static_cast<double>(u.need[c]) > allowance) return false;
     }
     return !config_.cap_bytes || spent_total == 0 || spent_total + total <= config_.cap_bytes;
   };
@@ -286,6 +321,9 @@ MoveReport Mover::Execute(const Decisions& decisions,
   // Past the deadline: the rest waits for the next tick.
   for (; i < units.size(); ++i) {
     if (units[i].alive) Defer(std::move(units[i]));
+  }
+  for (int c = 0; c < kChannelCount; ++c) {
+    if (ChannelBudget(c) != MoveBudget::kUnlimited) tokens_[c] -= static_cast<double>(spent[c]);
   }
   report.deferred = backlog_.size();
   if (backlog_.size() > config_.backlog_limit) {

@@ -1,15 +1,20 @@
 // Mover: carries out a tick's decisions through a device backend.
 //
 // Moves travel on three channels: up (host or disk -> device), down
-// (device -> host) and spill (host -> disk). Each channel has a byte budget
-// per tick: its bandwidth x the tick period x the link share
-// (KVTIER_LINK_SHARE), so a full-duplex link is used in both directions at
-// once and the engine keeps what the operator leaves it. A channel whose
-// bandwidth is unknown (0: a synchronous backend such as the simulated GPU,
-// where a move's call returns when the bytes have moved) has no byte budget;
-// there the deadline bounds a tick: moves stop after two tick periods of
-// wall time, so faults and pressure are never left unseen for long.
-// KVTIER_MOVE_BYTES_PER_TICK, when set, caps all channels together.
+// (device -> host) and spill (host -> disk). Each channel earns its
+// bandwidth x the link share (KVTIER_LINK_SHARE) as time passes, up to one
+// tick's worth, and moves spend it, so a full-duplex link is used in both
+// directions at once and the engine keeps what the operator leaves it.
+// Demand promotions (and the demotions that make their room) may borrow up
+// to demand_burst_ticks ahead: a returning session's KV then goes out as
+// one bulk transfer instead of a tick's worth at a time while the engine
+// faults on the rest; later moves wait until the debt is repaid, so the
+// rate never exceeds the link. A channel whose bandwidth is unknown (0: a
+// synchronous backend such as the simulated GPU, where a move's call
+// returns when the bytes have moved) has no byte budget; there the deadline
+// bounds a tick: moves stop after two tick periods of wall time, so faults
+// and pressure are never left unseen for long. KVTIER_MOVE_BYTES_PER_TICK,
+// when set, caps all channels together per tick.
 //
 // Order: demand promotions, then predicted prefetches, then demotions, then
 // spills (MoveClass); a kRoom demotion goes with the promotion after it.
@@ -74,6 +79,7 @@ struct MoverConfig {
   uint64_t cap_bytes = 0;    // all channels together per tick; 0: no cap
   uint64_t deadline_ns = 0;  // stop issuing after this long; 0: two tick periods
   size_t backlog_limit = 1 << 16;  // moves kept waiting at most
+  uint32_t demand_burst_ticks = 4;  // ticks of budget demand may borrow
 };
 
 struct MoveReport {
@@ -94,9 +100,10 @@ class Mover {
   void set_on_failure(FailureFn fn) { on_failure_ = std::move(fn); }
   const MoverConfig& config() const { return config_; }
 
-  // What a policy may still plan this tick: each channel's budget less the
-  // bytes waiting in the backlog for it.
-  MoveBudget Budget() const;
+  // What a policy may still plan this tick: each channel's earned budget
+  // less the bytes waiting in the backlog for it (demand_up: with what
+  // demand may borrow). Brings the channels' earnings up to now.
+  MoveBudget Budget();
   // Executes the backlog and `decisions` (see top). `find` maps a region id
   // to the live region, or null.
   MoveReport Execute(const Decisions& decisions, const std::function<Region*(RegionId)>& find,
@@ -112,8 +119,9 @@ class Mover {
     uint64_t need[kChannelCount] = {0, 0, 0};  // bytes per channel
     bool alive = true;
   };
-  // Bytes a channel may carry per tick; MoveBudget::kUnlimited if unknown.
+  // Bytes a channel earns per tick; MoveBudget::kUnlimited if unknown.
   uint64_t ChannelBudget(int channel) const;
+  void Earn();
   // Fills u.need from the live regions; false when the unit's region is gone.
   static bool Size(Unit& u, const std::function<Region*(RegionId)>& find);
   void Defer(Unit&& u);
@@ -124,6 +132,10 @@ class Mover {
   FailureFn on_failure_;
   std::vector<Unit> backlog_;
   uint64_t backlog_bytes_[kChannelCount] = {0, 0, 0};
+  // Earned and not spent, per channel (negative: borrowed by demand).
+  double tokens_[kChannelCount] = {0, 0, 0};
+  uint64_t earned_at_ = 0;
+  bool earned_once_ = false;
   // Recent spill time per byte (0: none yet), so a group of spills is sized
   // to end near the deadline on slow disks too.
   double spill_ns_per_byte_ = 0;

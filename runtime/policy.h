@@ -41,6 +41,10 @@ struct MoveBudget {
   uint64_t up = kUnlimited;
   uint64_t down = kUnlimited;
   uint64_t spill = kUnlimited;
+  // What kDemand promotions (and their kRoom demotions) may take: they may
+  // borrow ahead (see runtime/mover.h).
+  uint64_t demand_up = kUnlimited;
+  uint64_t demand_down = kUnlimited;
 };
 
 struct PolicyView {
@@ -60,7 +64,8 @@ struct PolicyView {
 // makes the room the promoted one takes).
 enum class MoveClass : uint8_t {
   kDefault = 0,   // by destination: device kPrefetch, host kDemote, disk kSpill
-  kDemand = 1,    // a promotion the engine waits for (a faulting group, a hint)
+  kDemand = 1,    // a promotion the engine waits for (a faulting group, a hint),
+                  // or a demotion without which the device fills (over its high watermark)
   kPrefetch = 2,  // a promotion ahead of a predicted use
   kRoom = 3,      // a demotion making room for the next move, a promotion
   kDemote = 4,    // a demotion keeping the device under its watermarks

@@ -318,6 +318,9 @@ void Runtime::OnFault(Region& region, uint32_t page, Tier from, uint64_t wait_ns
 }
 
 void Runtime::OnDriverEviction(Region& region, uint32_t page) {
+  Signal s{SignalKind::kEvicted, region.id, page, 1, NowNs()};
+  s.from = Tier::kDevice;
+  PushSignal(s);
   if (stats_) {
     static std::atomic<uint64_t> reported{0};
     // One event per 64 evictions keeps the event list readable.

@@ -59,6 +59,7 @@ void ApplySignal(Region& region, const Signal& s, uint32_t now_tick, SignalEffec
         rec.flags.fetch_and(static_cast<uint8_t>(~kPagePinned), std::memory_order_relaxed);
         break;
       case SignalKind::kLaunch:
+      case SignalKind::kEvicted:  // the device moved it; last_move is the device's
         break;
     }
   }

@@ -44,6 +44,7 @@ struct SignalEffects {
 //            hint says soon, not often).
 //  kCold     clears kPageWillNeed, heat = 0, last_access = 0.
 //  kPin/kUnpin set/clear kPagePinned.
+//  kEvicted  nothing per page (the device changed its tier); for policies.
 // `now_tick` is the policy tick; ticks start at 1 (0 means "never").
 void ApplySignal(Region& region, const Signal& s, uint32_t now_tick,
                  SignalEffects* effects = nullptr);

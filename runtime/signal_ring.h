@@ -24,6 +24,7 @@ enum class SignalKind : uint8_t {
   kPin = 4,        // hint: keep on the device
   kUnpin = 5,      // hint: undo kPin
   kAccess = 6,     // other access evidence (e.g. a copy into the page)
+  kEvicted = 7,    // the device evicted the page to the host itself (it was full)
 };
 
 struct Signal {

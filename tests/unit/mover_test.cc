@@ -29,7 +29,9 @@ struct Rig {
     config.tick_ns = kTestTickNs;
     mover = std::make_unique<Mover>(device, clock, config);
   }
+  // One tick: the clock moves a tick period on, then the mover runs.
   MoveReport Run(const std::vector<Move>& moves) {
+    if (tick > 0) clock.Advance(kTestTickNs);
     Decisions d;
     d.moves = moves;
     return mover->Execute(
@@ -87,6 +89,7 @@ TEST(Mover, DemandThenPrefetchThenDemotionsThenSpills) {
 TEST(Mover, ARoomDemotionGoesWithItsPromotionOrNotAtAll) {
   MoverConfig c;
   c.bps[kChannelUp] = PagesPerTick(1);
+  c.demand_burst_ticks = 0;  // no borrowing: one promotion a tick
   Rig rig("DDHH", c);
   // Two swaps; the up channel takes one promotion a tick, so the second
   // swap's demotion waits with its promotion although the down channel has
@@ -124,11 +127,31 @@ TEST(Mover, MovesOfAFreedRegionAreDroppedQuietly) {
   EXPECT_EQ(rig.mover->backlog_size(), 0u);
 }
 
-TEST(Mover, ABudgetBelowAPageStillMovesOnePageATick) {
+TEST(Mover, ABudgetBelowAPageStillMovesAtTheLinksRate) {
+  // A tenth of a page per tick: a page goes, then the link repays it.
   MoverConfig c;
   c.bps[kChannelUp] = PagesPerTick(0.1);
   Rig rig("HHH", c);
   EXPECT_EQ(rig.Run({Up(0), Up(1), Up(2)}).moves, 1u);
+  uint64_t moved = 0;
+  for (int t = 0; t < 20; ++t) moved += rig.Run({}).moves;
+  EXPECT_EQ(moved, 2u);  // about one page per 10 ticks
+}
+
+TEST(Mover, DemandBorrowsAheadAndTheOthersWaitUntilItIsRepaid) {
+  MoverConfig c;
+  c.bps[kChannelUp] = PagesPerTick(1);
+  c.demand_burst_ticks = 4;
+  Rig rig("HHHHHHHH", c);
+  EXPECT_EQ(rig.mover->Budget().demand_up, 5 * kTestPage);  // one earned, four borrowed
+  // A returning session's five pages go at once; a prefetch waits.
+  MoveReport r = rig.Run({Up(0, MoveClass::kDemand), Up(1, MoveClass::kDemand),
+                          Up(2, MoveClass::kDemand), Up(3, MoveClass::kDemand),
+                          Up(4, MoveClass::kDemand), Up(5, MoveClass::kPrefetch)});
+  EXPECT_EQ(r.moves, 5u);
+  EXPECT_EQ(r.deferred, 1u);
+  // Four ticks repay the debt; the prefetch goes on the fifth.
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(rig.Run({}).moves, 0u) << t;
   EXPECT_EQ(rig.Run({}).moves, 1u);
 }
 

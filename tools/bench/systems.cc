@@ -7,6 +7,7 @@
 
 #include "policies/cost_aware.h"
 #include "policies/lfu_aging.h"
+#include "policies/predictive.h"
 #include "policies/s3fifo.h"
 #include "runtime/policy.h"
 #include "tools/bench/kv_backends.h"
@@ -46,6 +47,11 @@ class OracleFuture : public FutureSource {
 Result<std::unique_ptr<Policy>> MakeKvtierPolicy(const std::string& name, const BenchOptions& o) {
   TieringOptions to;
   if (name == "lfu-aging") return std::unique_ptr<Policy>(new LfuAgingPolicy(to));
+  if (name == "predictive-off") {  // the same policy with return prediction off
+    PredictiveOptions po;
+    po.predict = false;
+    return std::unique_ptr<Policy>(new PredictivePolicy(po));
+  }
   if (name == "s3fifo") return std::unique_ptr<Policy>(new S3FifoPolicy(to));
   if (name == "cost-aware") {
     const HardwareProfile& p = o.profile;
@@ -87,7 +93,7 @@ ModelCosts DeviceCosts(const BenchOptions& o, const Sizing& s, bool uvm) {
 std::vector<std::string> AllSystems() {
   return {"hbm-only",          "uvm-default",      "explicit-offload",
           "kvtier:lru",        "kvtier:lfu-aging", "kvtier:s3fifo",
-          "kvtier:cost-aware", "kvtier:hints",     "oracle"};
+          "kvtier:cost-aware", "kvtier:predictive", "kvtier:hints",    "oracle"};
 }
 
 Status CheckSystemName(const std::string& name) {

@@ -43,7 +43,16 @@ void VirtualTicker::OnFault(Region& region, uint32_t page, Tier from, uint64_t w
   Push(s);
 }
 
-void VirtualTicker::OnDriverEviction(Region& region, uint32_t page) { ++driver_evictions_; }
+void VirtualTicker::OnDriverEviction(Region& region, uint32_t page) {
+  ++driver_evictions_;
+  Signal s;
+  s.kind = SignalKind::kEvicted;
+  s.region = region.id;
+  s.page = page;
+  s.from = Tier::kDevice;
+  s.time_ns = device_->now_ns();
+  Push(s);
+}
 
 void VirtualTicker::RunUntil(uint64_t t_ns) {
   while (next_tick_ns_ != kIdle && next_tick_ns_ <= t_ns) Tick(next_tick_ns_);

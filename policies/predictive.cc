@@ -1,0 +1,349 @@
+// PredictivePolicy (see predictive.h).
+#include "policies/predictive.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace kvtier {
+
+namespace {
+
+constexpr uint32_t kWakeTicks = 50;     // re-check predictions this often when idle
+constexpr uint32_t kRerankTicks = 100;  // re-rank untrusted groups this often
+
+}  // namespace
+
+PredictivePolicy::Place& PredictivePolicy::PlaceOf(GroupId g) {
+  if (g >= place_.size()) place_.resize(g + 1);
+  return place_[g];
+}
+
+PredictivePolicy::Set* PredictivePolicy::SetOf(const Place& p) {
+  switch (p.where) {
+    case Where::kDevice:
+      return p.trusted ? &dev_trusted_ : &dev_lru_;
+    case Where::kAway:
+      return p.trusted ? &away_trusted_ : &away_lru_;
+    case Where::kNone:
+      break;
+  }
+  return nullptr;
+}
+
+void PredictivePolicy::Drop(GroupId g) {
+  Place& p = PlaceOf(g);
+  if (Set* s = SetOf(p)) s->erase({p.key, g});
+  p.where = Where::kNone;
+}
+
+void PredictivePolicy::Rank(GroupId g, Where where, uint32_t now) {
+  Drop(g);
+  Place& p = PlaceOf(g);
+  const AccessGroup& group = groups_.group(g);
+  uint32_t next = 0;
+  p.trusted = options_.predict && p.misses < 2 && groups_.Trusted(group) &&
+              groups_.PredictNext(group, now, &next);
+  p.key = p.trusted ? next : group.last_active;
+  p.where = where;
+  SetOf(p)->insert({p.key, g});
+}
+
+bool PredictivePolicy::InUse(GroupId g, uint32_t now) const {
+  return !Idle(g, now) && now - groups_.group(g).last_active <= options_.groups.active_ticks;
+}
+
+bool PredictivePolicy::Idle(GroupId g, uint32_t now) const {
+  const uint32_t last = groups_.group(g).last_active;
+  const Place& p = place_[g];
+  const bool probed = p.probed > last && now - p.probed >= options_.probe_ticks;
+  return probed || now - last >= options_.idle_ticks;
+}
+
+bool PredictivePolicy::MarkerPage(GroupId g, Region** region, uint32_t* page) {
+  // Its latest slot: the engine reads it whenever it reads the group.
+  const uint64_t slot = groups_.group(g).latest;
+  if (groups_.GroupOf(slot) != g) return false;
+  Region* r = index_.Find(KeyRegion(slot));
+  if (!r || KeyPage(slot) >= r->pages.size()) return false;
+  *region = r;
+  *page = KeyPage(slot);
+  return true;
+}
+
+void PredictivePolicy::Probe(Plan& plan) {
+  const uint32_t now = plan.now;
+  const TierUsage& dev = plan.view.device();
+  const bool pressure = dev.budget && plan.dev_used > dev.low;
+  // A session that came back under pressure makes the others recently used
+  // suspects at once: a probe tells within a step whether they still are.
+  const uint32_t age = probe_all_ ? 1 : options_.groups.active_ticks;
+  probe_all_ = false;
+  while (!recent_.empty() && recent_.front().first + age <= now) {
+    const auto [tick, g] = recent_.front();
+    if (!groups_.Alive(g) || groups_.group(g).last_active != tick || g == groups_.shared() ||
+        PlaceOf(g).where != Where::kDevice || place_[g].probed > tick) {
+      recent_.pop_front();  // used again since, gone, or probed already
+      continue;
+    }
+    if (!pressure) break;  // probe later, if memory gets tight
+    Region* r;
+    uint32_t page;
+    if (MarkerPage(g, &r, &page) && TierOf(*r, page) == Tier::kDevice && Movable(r->pages[page])) {
+      // One page: it goes even past the host budget (a full host must not
+      // keep the policy from learning what is idle).
+      if (plan.demand_down_left < r->page_size) return;
+      // First in the mover's order: the probe's window starts now.
+      plan.out->moves.push_back({r->id, page, Tier::kHost, MoveClass::kDemand});
+      plan.down_left -= std::min<uint64_t>(plan.down_left, r->page_size);
+      plan.demand_down_left -= std::min<uint64_t>(plan.demand_down_left, r->page_size);
+      plan.dev_used -= std::min<uint64_t>(plan.dev_used, r->page_size);
+      plan.host_used += r->page_size;
+      groups_.SetMarker(g, PageKey(r->id, page));
+    }
+    place_[g].probed = now;
+    recent_.pop_front();
+  }
+  if (recent_.size() > (1u << 16)) recent_.pop_front();
+}
+
+GroupId PredictivePolicy::PickVictim(const Set& trusted, const Set& lru, uint32_t now,
+                                     bool for_prefetch, uint32_t due, bool skip_spilled,
+                                     bool desperate) const {
+  auto eligible = [&](GroupId g) {
+    const Place& p = place_[g];
+    return p.queued == 0 && !(skip_spilled && p.spilled) && Idle(g, now) &&
+           g != groups_.shared();
+  };
+  GroupId t = kNoGroup, l = kNoGroup;
+  uint64_t t_next = 0;
+  for (auto it = trusted.rbegin(); it != trusted.rend(); ++it) {
+    if (eligible(it->second)) {
+      t = it->second;
+      t_next = it->first;
+      break;
+    }
+  }
+  for (auto it = lru.begin(); it != lru.end(); ++it) {
+    if (eligible(it->second)) {
+      l = it->second;
+      break;
+    }
+  }
+  const double population = groups_.population_interval();
+  if (for_prefetch) {
+    if (t != kNoGroup && t_next > due) return t;
+    if (l != kNoGroup && population > 0 && due <= now + population / 2) return l;
+    return kNoGroup;
+  }
+  if (t != kNoGroup && (l == kNoGroup || t_next > now + population / 2)) return t;
+  if (l != kNoGroup || t != kNoGroup || !desperate) return l != kNoGroup ? l : t;
+  // No group is known idle, and the engine waits on a fault: the group with
+  // the oldest evidence goes, unless it has some in this burst of faults
+  // (the driver would evict blindly otherwise, while the kernel waits).
+  GroupId oldest = kNoGroup;
+  for (const Set* set : {&trusted, &lru}) {
+    for (const auto& [key, g] : *set) {
+      const Place& p = place_[g];
+      const uint32_t last = groups_.group(g).last_active;
+      if (p.queued || g == groups_.shared() || (skip_spilled && p.spilled) ||
+          now - last <= options_.groups.episode_max_ticks) {
+        continue;
+      }
+      if (oldest == kNoGroup || last < groups_.group(oldest).last_active) oldest = g;
+    }
+  }
+  return oldest;
+}
+
+void PredictivePolicy::CheckMisses(uint32_t now) {
+  for (Set* set : {&dev_trusted_, &away_trusted_}) {
+    while (!set->empty()) {
+      const auto [key, g] = *set->begin();
+      if (key + groups_.Slack(groups_.group(g)) >= now) break;
+      Place& p = place_[g];
+      // An off-device group that did not fault, or a prefetched one whose
+      // marker did not, was not used; a resident one may have been.
+      if (p.where == Where::kAway || p.armed) ++p.misses;
+      Rank(g, p.where, now);
+    }
+  }
+}
+
+void PredictivePolicy::OnSignal(const Signal& s, const Region& region) {
+  const uint64_t size = region.pages.size();
+  if (s.page >= size) return;
+  const uint32_t end = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{s.page} + s.pages, size));
+  for (uint32_t p = s.page; p < end; ++p) signals_.push_back({region.id, p, s.kind, s.from});
+}
+
+void PredictivePolicy::OnVisit(const EpisodeVisit& v, uint32_t now) {
+  const GroupId g = v.group;
+  // Two sessions written together: only part of an off-device group came
+  // back, so the rest is another session's.
+  const Place& before = PlaceOf(g);
+  if (before.where == Where::kAway && !before.armed && evicting_ != g && v.faulted > 0 &&
+      uint64_t{v.faulted} * 4 < uint64_t{groups_.group(g).live} * 3) {
+    const GroupId rest = groups_.Split(g, [&](uint64_t slot) {
+      Region* r = index_.Find(KeyRegion(slot));
+      return r && KeyPage(slot) < r->pages.size() && TierOf(*r, KeyPage(slot)) == Tier::kDevice;
+    });
+    if (rest != kNoGroup) {
+      groups_.ForgetIntervals(g);  // they were the other session's too
+      Rank(rest, Where::kAway, now);  // (may grow place_: p is fetched again)
+    }
+  }
+  Place& p = PlaceOf(g);
+  p.misses = 0;
+  p.armed = false;
+  if (evicting_ == g) evicting_ = kNoGroup;
+  if (spilling_ == g) spilling_ = kNoGroup;
+  const bool away = p.where == Where::kAway;
+  if (away) probe_all_ = true;  // a return: who else is still in use?
+  Rank(g, Where::kDevice, now);
+  if (away) {
+    ++p.queued;
+    p.cursor.Reset();
+    demand_.push_back(g);
+  }
+}
+
+void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
+  const uint32_t now = view.now;
+  index_.Build(*view.regions);
+  Plan plan{view, out, now};
+  plan.up_left = view.budget.up;
+  plan.down_left = view.budget.down;
+  plan.spill_left = view.budget.spill;
+  plan.demand_up_left = view.budget.demand_up;
+  plan.demand_down_left = view.budget.demand_down;
+  plan.dev_used = view.device().used;
+  plan.host_used = view.host().used;
+
+  // The tick's evidence, as slots (one block in every layer). A first touch
+  // in one layer means the others' pages of the block come next: populating
+  // them on the device ahead saves their population faults.
+  SlotBatch faulted, written;
+  written.populate = true;
+  std::vector<uint64_t> evicted;
+  for (const Signal1& s : signals_) {
+    Region* r = index_.Find(s.region);
+    if (!r) continue;
+    const std::vector<Region*>& layers = index_.Siblings(r->size);
+    const Region& first = layers.empty() ? *r : *layers.front();
+    const uint64_t slot = PageKey(first.id, s.page);
+    switch (s.kind) {
+      case SignalKind::kFault:
+        groups_.OnEvidence(first, s.page, s.from == Tier::kUntouched);
+        if (s.from == Tier::kHost || s.from == Tier::kDisk) faulted.slots.push_back(slot);
+        if (s.from == Tier::kUntouched) written.slots.push_back(slot);
+        break;
+      case SignalKind::kWillNeed:
+        hinted_.push_back(PageKey(s.region, s.page));
+        groups_.OnEvidence(first, s.page, TierOf(*r, s.page) == Tier::kUntouched);
+        break;
+      case SignalKind::kAccess:
+        groups_.OnEvidence(first, s.page, false);
+        break;
+      case SignalKind::kCold:
+        cold_.push_back(PageKey(s.region, s.page));
+        break;
+      case SignalKind::kEvicted:
+        evicted.push_back(slot);
+        break;
+      default:
+        break;
+    }
+  }
+  signals_.clear();
+  for (SlotBatch* b : {&faulted, &written}) {
+    if (b->slots.empty()) continue;
+    std::sort(b->slots.begin(), b->slots.end());
+    b->slots.erase(std::unique(b->slots.begin(), b->slots.end()), b->slots.end());
+    demand_slots_.push_back(std::move(*b));
+  }
+  groups_.EndTick(now, &visits_);
+  if (place_.size() < groups_.capacity()) place_.resize(groups_.capacity());
+  for (GroupId g : groups_.touched()) {
+    recent_.emplace_back(now, g);
+    // Faulting back while still in use (no new visit): its pages return.
+    if (PlaceOf(g).where == Where::kAway && g != evicting_) Rank(g, Where::kDevice, now);
+  }
+  for (GroupId g : groups_.TakeFreed()) {
+    Drop(g);
+    place_[g] = Place{};
+    if (evicting_ == g) evicting_ = kNoGroup;
+    if (spilling_ == g) spilling_ = kNoGroup;
+  }
+  // Pages the device evicted itself: their groups are off the device in
+  // part (prefetch and spill candidates) unless in use (they fault back).
+  for (uint64_t slot : evicted) {
+    const GroupId g = groups_.GroupOf(slot);
+    if (groups_.Alive(g) && PlaceOf(g).where == Where::kDevice && !InUse(g, now) &&
+        place_[g].queued == 0) {
+      Rank(g, Where::kAway, now);
+    }
+  }
+  for (const EpisodeVisit& v : visits_) {
+    OnVisit(v, now);
+    if (groups_.Alive(v.group)) recent_.emplace_back(groups_.group(v.group).last_active, v.group);
+  }
+  if (options_.predict) {
+    CheckMisses(now);
+    // What the population teaches (a regular interval, or a new one) can
+    // change every group's prediction: rank them again now and then.
+    if (now - last_rerank_ >= kRerankTicks) {
+      last_rerank_ = now;
+      const bool moved = groups_.population_version() != ranked_version_;
+      ranked_version_ = groups_.population_version();
+      for (Set* set : {&dev_lru_, &away_lru_, &dev_trusted_, &away_trusted_}) {
+        if (!moved && (set == &dev_trusted_ || set == &away_trusted_)) continue;
+        std::vector<GroupId> ids;
+        for (const auto& [key, g] : *set) ids.push_back(g);
+        for (GroupId g : ids) Rank(g, place_[g].where, now);
+      }
+    }
+  }
+
+  Demand(plan);
+  Probe(plan);
+  if (options_.predict && hinted_.empty() && demand_slots_.empty() && demand_.empty()) {
+    Prefetch(plan);
+  }
+
+  // The watermarks, and what the engine said it will not need.
+  const TierUsage& dev = view.device();
+  // Over the high watermark the device is about to fill and the driver to
+  // evict blindly: those demotions are as urgent as demand and may borrow.
+  plan.demand = true;
+  if (dev.budget && plan.dev_used > dev.high) {
+    while (plan.dev_used > dev.high && DemoteOne(plan, MoveClass::kDemand)) {
+    }
+    plan.demand = false;
+    while (plan.dev_used > dev.low && DemoteOne(plan, MoveClass::kDemote)) {
+    }
+  }
+  while (!cold_.empty()) {
+    const uint64_t key = cold_.front();
+    Region* r = index_.Find(KeyRegion(key));
+    if (r && KeyPage(key) < r->pages.size()) {
+      const PageRecord& rec = r->pages[KeyPage(key)];
+      if (TierOf(*r, KeyPage(key)) == Tier::kDevice && Movable(rec)) {
+        if (!CanDemote(plan, r->page_size)) break;
+        out->moves.push_back({r->id, KeyPage(key), Tier::kHost, MoveClass::kDemote});
+        plan.down_left -= r->page_size;
+        plan.demand_down_left -= std::min<uint64_t>(plan.demand_down_left, r->page_size);
+        plan.host_used += r->page_size;
+      }
+    }
+    cold_.pop_front();
+  }
+  Spill(plan);
+
+  if (groups_.episode_open()) {
+    out->wake_tick = now + options_.groups.episode_gap_ticks + 1;
+  } else if (options_.predict && !(away_trusted_.empty() && dev_trusted_.empty())) {
+    out->wake_tick = now + kWakeTicks;
+  }
+}
+
+}  // namespace kvtier

@@ -1,0 +1,220 @@
+// PredictivePolicy ("predictive"): pages move as access groups, ranked by
+// when each group is predicted to return.
+//
+// Units are slots (a page offset across a region's siblings, i.e. one KV
+// block in every layer) and groups of slots from AccessGroups, learned from
+// faults, first touches and hints only. Each tick:
+//  1. Demand. The slots that faulted come back in every layer, layer-major,
+//     at link speed (kDemand): the fault in the first layer brings the
+//     block of all the others before their kernels reach it. Hinted pages
+//     come first. A group that visits while off the device comes back whole.
+//     A block first touched in one layer is populated in the others (no
+//     copy), saving their population faults.
+//  2. Prediction (KVTIER_PREDICT). Off-device groups whose return is trusted
+//     come back ahead of it (kPrefetch), soonest first: into free room below
+//     the low watermark, else in place of a group predicted to return later
+//     by more than the candidate's uncertainty (Belady on predictions), or of
+//     an untrusted one when the candidate is due within half the population's
+//     interval. A prefetched group leaves one page off the device as a
+//     marker (its first slot's, in the first layer): the group's use then
+//     faults that page (tens of microseconds), so the runtime sees the visit
+//     it could not see on resident pages, and the prediction stays fed.
+//  3. In use or idle? Accesses to resident pages are invisible, and a
+//     session's request goes on for seconds after its last fault. So under
+//     pressure (the device above its low watermark), a group whose evidence
+//     is active_ticks old gets a probe, and so does every recently used one
+//     at once when another group comes back: its marker page is demoted,
+//     and an engine still reading the group faults it back within a step
+//     (tens of microseconds) and keeps the group in use. A probe without a
+//     fault for probe_ticks, or idle_ticks without evidence, makes the group
+//     idle; until then a group with evidence in active_ticks is in use.
+//  4. Victims are whole idle groups, demoted page by page as room is needed:
+//     first a trusted group predicted to return more than half the
+//     population's interval from now (furthest first), else the untrusted
+//     group used least recently, else the trusted group returning last.
+//     Pinned pages stay. When the engine waits on a fault and no group is
+//     known idle, the one with the oldest evidence goes unless it has some
+//     in this burst (a scan of the groups, in that case only): the driver
+//     would evict blindly otherwise. The device stays under its high watermark, down
+//     to the low one once crossed; a promotion beyond the free frames takes
+//     its victim along (kRoom).
+//  5. Spills take host pages of off-device groups in the same order when
+//     the host tier passes its high watermark.
+// A predicted return that passes without a visit (an off-device group did
+// not fault; a prefetched group's marker did not) is a miss; two in a row
+// and the group is untrusted until it returns. COLD hints demote pages.
+// With prediction off, step 2 and the misses are skipped and every group
+// ranks as untrusted (least recently used first).
+// A tick costs O(signals + moves + log groups), never a pass over all pages.
+// Thread-safety: policy thread only.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "policies/access_groups.h"
+#include "policies/prefetch.h"
+#include "runtime/policy.h"
+
+namespace kvtier {
+
+struct PredictiveOptions {
+  bool predict = true;
+  AccessGroupOptions groups;
+  uint32_t probe_ticks = 20;    // a probe that does not fault this long: idle (200 ms)
+  uint32_t idle_ticks = 3000;   // no evidence this long: idle without a probe (30 s)
+};
+
+class PredictivePolicy : public Policy {
+ public:
+  explicit PredictivePolicy(const PredictiveOptions& options = {})
+      : options_(options), groups_(options.groups) {}
+  const char* name() const override { return "predictive"; }
+  void OnSignal(const Signal& signal, const Region& region) override;
+  void Decide(const PolicyView& view, Decisions* out) override;
+
+  const AccessGroups& groups() const { return groups_; }
+
+ private:
+  enum class Where : uint8_t { kNone, kDevice, kAway };
+  // A position in a group's slots x sibling regions, layer-major per class.
+  struct Cursor {
+    size_t begin = 0;    // first slot of the class being walked
+    uint32_t layer = 0;  // sibling index
+    size_t i = 0;        // slot index
+    void Reset() { *this = Cursor{}; }
+  };
+  struct Place {
+    Where where = Where::kNone;
+    bool trusted = false;
+    uint64_t key = 0;     // its key in the set it is in
+    uint8_t queued = 0;   // entries in demand_ and prefetch_
+    bool armed = false;   // prefetched with its marker left out
+    bool spilled = false; // its host pages went to disk
+    bool left_behind = false;  // its demotion skipped pages it could not move
+    uint32_t misses = 0;  // predicted returns that did not come, in a row
+    uint32_t due = 0;     // predicted use of the prefetch under way
+    uint32_t probed = 0;  // tick its probe page was demoted (0: none)
+    Cursor cursor;
+  };
+  using Set = std::set<std::pair<uint64_t, GroupId>>;
+  // The work of one Decide call: what the moves planned so far leave.
+  struct Plan {
+    const PolicyView& view;
+    Decisions* out;
+    uint32_t now;
+    uint64_t up_left = 0, down_left = 0, spill_left = 0;
+    uint64_t demand_up_left = 0, demand_down_left = 0;  // demand may borrow ahead
+    uint64_t dev_used = 0;   // device bytes after the moves planned so far
+    uint64_t host_used = 0;  // host bytes after them
+    bool demand = false;     // planning a demand promotion now
+    bool desperate = false;  // the engine waits on a fault: any group not in this burst may go
+    bool prefetching = false;  // victims must return after `due`
+    uint32_t due = 0;
+  };
+  enum class Step { kDone, kNoBudget, kNoRoom };
+
+  static bool Movable(const PageRecord& rec) {
+    return !(rec.flags.load(std::memory_order_relaxed) & (kPagePinned | kPageInFlight));
+  }
+  static Tier TierOf(const Region& r, uint32_t page) {
+    return r.pages[page].tier.load(std::memory_order_relaxed);
+  }
+  Place& PlaceOf(GroupId g);
+  Set* SetOf(const Place& p);
+  void Rank(GroupId g, Where where, uint32_t now);
+  void Drop(GroupId g);
+  bool InUse(GroupId g, uint32_t now) const;
+  // Not in use, and known idle: its probe did not fault for probe_ticks, or
+  // it had no evidence for idle_ticks.
+  bool Idle(GroupId g, uint32_t now) const;
+  // The page a probe demotes: the group's latest slot's in its first
+  // region, a block the engine reads whenever it reads the group.
+  bool MarkerPage(GroupId g, Region** region, uint32_t* page);
+  void Probe(Plan& plan);
+  // The victim among `trusted` and `lru` (see top), or kNoGroup. A prefetch
+  // (for_prefetch) takes only a victim returning after `due`, or an
+  // untrusted one when `due` is near.
+  GroupId PickVictim(const Set& trusted, const Set& lru, uint32_t now, bool for_prefetch,
+                     uint32_t due, bool skip_spilled, bool desperate) const;
+  void CheckMisses(uint32_t now);
+  void OnVisit(const EpisodeVisit& v, uint32_t now);
+
+  // Calls fn(region, page) for the pages of group g from its cursor on,
+  // layer-major, advancing the cursor; fn returns false to stop there.
+  template <typename Fn>
+  bool Walk(GroupId g, Fn&& fn);
+  // `populate`: a never-touched page too (placed on the device, no copy).
+  Step PromotePage(Plan& plan, const Region& r, uint32_t page, MoveClass why, bool populate);
+  bool DemoteOne(Plan& plan, MoveClass why);
+  Step PromoteGroup(Plan& plan, GroupId g, MoveClass why, bool leave_marker);
+  bool CanDemote(const Plan& plan, uint64_t bytes) const;
+  void Demand(Plan& plan);
+  void Prefetch(Plan& plan);
+  void Spill(Plan& plan);
+
+  const PredictiveOptions options_;
+  AccessGroups groups_;
+  RegionIndex index_;
+  std::vector<Place> place_;  // by GroupId
+  Set dev_trusted_, dev_lru_, away_trusted_, away_lru_;
+  struct Signal1 {
+    RegionId region;
+    uint32_t page;
+    SignalKind kind;
+    Tier from;
+  };
+  std::vector<Signal1> signals_;  // this tick's, resolved in Decide
+  // Slots that faulted, in batches brought back layer-major.
+  struct SlotBatch {
+    std::vector<uint64_t> slots;
+    uint32_t layer = 0;
+    size_t i = 0;
+    bool populate = false;  // first touches: never-touched pages go too
+  };
+  std::deque<SlotBatch> demand_slots_;
+  std::deque<GroupId> demand_, prefetch_;
+  GroupId evicting_ = kNoGroup;
+  GroupId spilling_ = kNoGroup;
+  std::deque<uint64_t> hinted_, cold_;  // PageKeys
+  std::vector<EpisodeVisit> visits_;
+  std::deque<std::pair<uint32_t, GroupId>> recent_;  // (tick, group) of evidence, oldest first
+  uint32_t last_rerank_ = 0;
+  uint64_t ranked_version_ = 0;
+  bool probe_all_ = false;  // a group came back: probe the recent ones now
+};
+
+// ---- template definitions ----
+
+template <typename Fn>
+bool PredictivePolicy::Walk(GroupId id, Fn&& fn) {
+  AccessGroup& g = groups_.group(id);
+  Cursor& c = PlaceOf(id).cursor;
+  while (c.begin < g.slots.size()) {
+    const RegionId first = KeyRegion(g.slots[c.begin]);
+    size_t end = c.begin;
+    while (end < g.slots.size() && KeyRegion(g.slots[end]) == first) ++end;
+    static const std::vector<Region*> kNoRegions;
+    Region* head = index_.Find(first);
+    const std::vector<Region*>& layers = head ? index_.Siblings(head->size) : kNoRegions;
+    for (; c.layer < layers.size(); ++c.layer, c.i = c.begin) {
+      Region* r = layers[c.layer];
+      if (c.i < c.begin) c.i = c.begin;
+      for (; c.i < end; ++c.i) {
+        const uint32_t page = KeyPage(g.slots[c.i]);
+        if (page >= r->pages.size() || groups_.GroupOf(g.slots[c.i]) != id) continue;
+        if (!fn(*r, page, c.layer == 0 && c.i == 0)) return false;
+      }
+    }
+    c.begin = end;
+    c.layer = 0;
+    c.i = end;
+  }
+  c.Reset();
+  return true;
+}
+
+}  // namespace kvtier

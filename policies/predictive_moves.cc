@@ -1,0 +1,256 @@
+// PredictivePolicy: the moves it plans (see predictive.h): promotions with
+// their victims, demotions, spills, and the budgets they take.
+#include <algorithm>
+#include <limits>
+
+#include "policies/predictive.h"
+
+namespace kvtier {
+
+bool PredictivePolicy::CanDemote(const Plan& plan, uint64_t bytes) const {
+  const TierUsage& host = plan.view.host();
+  if ((plan.demand ? plan.demand_down_left : plan.down_left) < bytes) return false;
+  // An urgent demotion (a swap's room, or the device about to fill) goes even
+  // past the host budget: otherwise the driver evicts a page there itself,
+  // blindly and while a kernel waits; spills take the host back under it.
+  return plan.demand || host.budget == 0 || plan.host_used + bytes <= host.budget;
+}
+
+bool PredictivePolicy::DemoteOne(Plan& plan, MoveClass why) {
+  for (;;) {
+    if (evicting_ != kNoGroup && groups_.Alive(evicting_)) {
+      bool demoted = false, blocked = false;
+      const bool done = Walk(evicting_, [&](const Region& r, uint32_t page, bool) {
+        const PageRecord& rec = r.pages[page];
+        if (TierOf(r, page) != Tier::kDevice) return true;
+        if (!Movable(rec)) {  // pinned, or on its way: the group is not all away
+          place_[evicting_].left_behind = true;
+          return true;
+        }
+        if (!CanDemote(plan, r.page_size)) {
+          blocked = true;
+          return false;
+        }
+        plan.out->moves.push_back({r.id, page, Tier::kHost, why});
+        plan.down_left -= std::min<uint64_t>(plan.down_left, r.page_size);
+        plan.demand_down_left -= std::min<uint64_t>(plan.demand_down_left, r.page_size);
+        plan.dev_used -= std::min<uint64_t>(plan.dev_used, r.page_size);
+        plan.host_used += r.page_size;
+        demoted = true;
+        return false;  // one page; the cursor stays past it
+      });
+      if (demoted) {
+        ++place_[evicting_].cursor.i;
+        return true;
+      }
+      if (blocked) return false;
+      if (done) {
+        // Pages it could not move keep it among the device's groups, to be
+        // picked again once they can go.
+        if (place_[evicting_].left_behind) Rank(evicting_, Where::kDevice, plan.now);
+        evicting_ = kNoGroup;
+      }
+    }
+    evicting_ = PickVictim(dev_trusted_, dev_lru_, plan.now, plan.prefetching, plan.due, false,
+                           plan.desperate);
+    if (evicting_ == kNoGroup) return false;
+    Rank(evicting_, Where::kAway, plan.now);
+    place_[evicting_].cursor.Reset();
+    place_[evicting_].armed = false;
+    place_[evicting_].left_behind = false;
+  }
+}
+
+PredictivePolicy::Step PredictivePolicy::PromotePage(Plan& plan, const Region& r, uint32_t page,
+                                                     MoveClass why, bool populate) {
+  const PageRecord& rec = r.pages[page];
+  const Tier tier = TierOf(r, page);
+  if (tier == Tier::kDevice || (tier == Tier::kUntouched && !populate) || !Movable(rec)) {
+    return Step::kDone;
+  }
+  const uint64_t b = r.page_size;
+  const TierUsage& dev = plan.view.device();
+  // Populating ahead only saves a population fault: free room only.
+  if (tier == Tier::kUntouched && dev.budget && plan.dev_used + b > dev.high) return Step::kDone;
+  plan.demand = why == MoveClass::kDemand;
+  if ((plan.demand ? plan.demand_up_left : plan.up_left) < b) return Step::kNoBudget;
+  // A page leaving the host gives its room there to its victim.
+  const uint64_t host_freed = tier == Tier::kHost ? std::min<uint64_t>(plan.host_used, b) : 0;
+  plan.host_used -= host_freed;
+  if (dev.budget) {
+    // Past the high watermark a victim goes with this promotion, just before
+    // it (kRoom), so the mover never carries out one without the other.
+    while (plan.dev_used + b > dev.high) {
+      if (!DemoteOne(plan, MoveClass::kRoom)) {
+        // A free frame past the watermark is for the engine's demand (then
+        // demote later), not for a prefetch.
+        if (!plan.prefetching && plan.dev_used + b <= dev.budget) break;
+        plan.host_used += host_freed;
+        return (plan.demand ? plan.demand_down_left : plan.down_left) < b ? Step::kNoBudget
+                                                                          : Step::kNoRoom;
+      }
+    }
+  }
+  plan.out->moves.push_back({r.id, page, Tier::kDevice, why});
+  plan.up_left -= std::min(plan.up_left, b);
+  plan.demand_up_left -= std::min(plan.demand_up_left, b);
+  plan.dev_used += b;
+  return Step::kDone;
+}
+
+PredictivePolicy::Step PredictivePolicy::PromoteGroup(Plan& plan, GroupId id, MoveClass why,
+                                                      bool leave_marker) {
+  Place& p = PlaceOf(id);
+  if (p.cursor.begin == 0 && p.cursor.layer == 0 && p.cursor.i == 0) groups_.Compact(id);
+  p.spilled = false;
+  Step step = Step::kDone;
+  Walk(id, [&](const Region& r, uint32_t page, bool first) {
+    if (leave_marker && first) return true;
+    step = PromotePage(plan, r, page, why, false);
+    return step == Step::kDone;
+  });
+  return step;
+}
+
+void PredictivePolicy::Demand(Plan& plan) {
+  plan.desperate = true;
+  struct Reset {
+    Plan& p;
+    ~Reset() { p.desperate = false; }
+  } reset{plan};
+  // Hinted pages, then the slots that faulted (every layer), then groups
+  // that came back whole.
+  while (!hinted_.empty()) {
+    const uint64_t key = hinted_.front();
+    Region* r = index_.Find(KeyRegion(key));
+    if (r && KeyPage(key) < r->pages.size() &&
+        PromotePage(plan, *r, KeyPage(key), MoveClass::kDemand, false) == Step::kNoBudget) {
+      return;
+    }
+    hinted_.pop_front();
+  }
+  while (!demand_slots_.empty()) {
+    SlotBatch& b = demand_slots_.front();
+    Region* head = b.slots.empty() ? nullptr : index_.Find(KeyRegion(b.slots.front()));
+    if (head) {
+      const std::vector<Region*>& layers = index_.Siblings(head->size);
+      for (; b.layer < layers.size(); ++b.layer, b.i = 0) {
+        for (; b.i < b.slots.size(); ++b.i) {
+          const Region* r = index_.Find(KeyRegion(b.slots[b.i]));
+          if (!r) continue;
+          const std::vector<Region*>& mine = index_.Siblings(r->size);
+          if (b.layer >= mine.size() || KeyPage(b.slots[b.i]) >= mine[b.layer]->pages.size()) continue;
+          if (PromotePage(plan, *mine[b.layer], KeyPage(b.slots[b.i]), MoveClass::kDemand,
+                          b.populate) == Step::kNoBudget) {
+            return;
+          }
+        }
+      }
+    }
+    demand_slots_.pop_front();
+  }
+  while (!demand_.empty()) {
+    const GroupId g = demand_.front();
+    if (groups_.Alive(g) && PromoteGroup(plan, g, MoveClass::kDemand, false) == Step::kNoBudget) {
+      return;
+    }
+    // kNoRoom: everything else is in use; the rest faults in when touched.
+    if (g < place_.size() && place_[g].queued) --place_[g].queued;
+    demand_.pop_front();
+  }
+}
+
+void PredictivePolicy::Prefetch(Plan& plan) {
+  const uint32_t now = plan.now;
+  while (plan.up_left > 0) {
+    GroupId g = kNoGroup;
+    if (!prefetch_.empty()) {
+      g = prefetch_.front();
+    } else {
+      if (away_trusted_.empty()) return;
+      const auto [next, candidate] = *away_trusted_.begin();
+      AccessGroup& group = groups_.group(candidate);
+      const double interval = group.interval > 0 ? group.interval : groups_.population_interval();
+      if (next > now + interval) return;
+      // Free room below the low watermark takes any candidate; above it a
+      // candidate must return sooner, by its own uncertainty, than a group
+      // that would leave for it, so two groups never trade places back and
+      // forth.
+      const uint32_t due = static_cast<uint32_t>(
+          std::min<uint64_t>(next + groups_.Slack(group), std::numeric_limits<uint32_t>::max()));
+      const Region* first = group.slots.empty() ? nullptr : index_.Find(KeyRegion(group.slots[0]));
+      const uint64_t bytes = first ? uint64_t{group.live} * first->page_size *
+                                         index_.Siblings(first->size).size()
+                                   : 0;
+      const bool room = plan.dev_used + bytes <= plan.view.device().low;
+      if (!room && PickVictim(dev_trusted_, dev_lru_, now, true, due, false, false) == kNoGroup) {
+        return;
+      }
+      g = candidate;
+      prefetch_.push_back(g);
+      Place& p = place_[g];
+      ++p.queued;
+      p.cursor.Reset();
+      p.due = due;
+      if (evicting_ == g) evicting_ = kNoGroup;
+      if (spilling_ == g) spilling_ = kNoGroup;
+      Rank(g, Where::kDevice, now);
+    }
+    Place& p = place_[g];
+    plan.prefetching = true;
+    plan.due = p.due;
+    const Step step =
+        groups_.Alive(g) ? PromoteGroup(plan, g, MoveClass::kPrefetch, true) : Step::kDone;
+    plan.prefetching = false;
+    if (step == Step::kNoBudget) return;
+    prefetch_.pop_front();
+    if (p.queued) --p.queued;
+    if (step == Step::kNoRoom) {
+      Rank(g, Where::kAway, now);  // no victim returns later: it waits off the device
+      return;
+    }
+    // Its first page stayed off the device: the group's use faults it.
+    if (groups_.Alive(g)) {
+      const uint64_t marker = groups_.group(g).slots.front();
+      const Region* r = index_.Find(KeyRegion(marker));
+      p.armed = r && KeyPage(marker) < r->pages.size() &&
+                TierOf(*r, KeyPage(marker)) != Tier::kDevice;
+      if (p.armed) groups_.SetMarker(g, marker);
+    }
+  }
+}
+
+void PredictivePolicy::Spill(Plan& plan) {
+  const TierUsage& host = plan.view.host();
+  const TierUsage& disk = plan.view.disk();
+  if (disk.budget == 0 || host.budget == 0 || plan.host_used <= host.high) return;
+  uint64_t want = plan.host_used - host.low;
+  want = std::min(want, disk.budget > disk.used ? disk.budget - disk.used : 0);
+  uint64_t covered = 0;
+  while (covered < want) {
+    if (spilling_ == kNoGroup || !groups_.Alive(spilling_)) {
+      spilling_ = PickVictim(away_trusted_, away_lru_, plan.now, false, 0, true, false);
+      if (spilling_ == kNoGroup) return;
+      place_[spilling_].cursor.Reset();
+    }
+    bool budget = true;
+    const bool done = Walk(spilling_, [&](const Region& r, uint32_t page, bool) {
+      if (covered >= want) return false;
+      if (TierOf(r, page) != Tier::kHost || !Movable(r.pages[page])) return true;
+      if (plan.spill_left < r.page_size) {
+        budget = false;
+        return false;
+      }
+      plan.out->moves.push_back({r.id, page, Tier::kDisk, MoveClass::kSpill});
+      plan.spill_left -= r.page_size;
+      covered += r.page_size;
+      return true;
+    });
+    if (!budget) return;
+    if (!done) return;  // wanted enough; the cursor resumes here
+    place_[spilling_].spilled = true;
+    spilling_ = kNoGroup;
+  }
+}
+
+}  // namespace kvtier

@@ -1,0 +1,195 @@
+// PredictivePolicy: demand in every layer, population of written blocks,
+// whole-group victims, probes, prefetch before a predicted return with a
+// marker, and prediction off.
+#include "policies/predictive.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/unit/policy_fixture.h"
+
+namespace kvtier {
+namespace {
+
+using testing::MovesTo;
+using testing::PolicyBed;
+
+// Ticks `bed` at `t` (the episode opens) and a few ticks later (it closes).
+Decisions TickAt(PolicyBed& bed, Policy& p, uint32_t t, uint64_t device, uint64_t host = 1000) {
+  bed.Advance(t - bed.now());
+  Decisions d = bed.Tick(p, device, host);
+  bed.Advance(5);
+  Decisions closed = bed.Tick(p, device, host);
+  d.moves.insert(d.moves.end(), closed.moves.begin(), closed.moves.end());
+  return d;
+}
+
+void FaultPages(PolicyBed& bed, Policy& p, RegionId r, std::vector<uint32_t> pages) {
+  for (uint32_t page : pages) bed.Fault(p, r, page);
+}
+
+// The device evicted the pages to the host itself (it was full), and said so.
+void Evict(PolicyBed& bed, Policy& p, RegionId r, std::vector<uint32_t> pages) {
+  for (uint32_t page : pages) {
+    bed.region(r).pages[page].tier = Tier::kHost;
+    bed.Send(p, SignalKind::kEvicted, r, page, Tier::kDevice);
+  }
+}
+
+TEST(PredictivePolicy, AFaultInOneLayerBringsTheBlockInEveryOtherLayer) {
+  PolicyBed bed;
+  for (int l = 0; l < 3; ++l) bed.AddRegion("HHHH");  // three layers, four blocks
+  PredictivePolicy policy;
+  FaultPages(bed, policy, 1, {0, 2});
+  Decisions d = bed.Tick(policy, 100);
+  // Layer-major: the next layer's blocks first.
+  EXPECT_EQ(MovesTo(d, Tier::kDevice), (std::vector<std::string>{"2:0", "2:2", "3:0", "3:2"}));
+  for (const Move& m : d.moves) EXPECT_EQ(m.why, MoveClass::kDemand);
+}
+
+TEST(PredictivePolicy, ABlockWrittenInOneLayerIsPopulatedInTheOthers) {
+  PolicyBed bed;
+  for (int l = 0; l < 3; ++l) bed.AddRegion("UUUU");
+  PredictivePolicy policy;
+  bed.Fault(policy, 1, 1);  // a first touch
+  bed.Tick(policy, 100);
+  EXPECT_EQ(bed.region(2).pages[1].tier.load(), Tier::kDevice);
+  EXPECT_EQ(bed.region(3).pages[1].tier.load(), Tier::kDevice);
+  EXPECT_EQ(bed.region(2).pages[0].tier.load(), Tier::kUntouched);
+  // No room below the high watermark: no population.
+  PolicyBed full;
+  for (int l = 0; l < 3; ++l) full.AddRegion("DDDU");
+  PredictivePolicy p2;
+  full.Fault(p2, 1, 3);
+  full.Tick(p2, 10);
+  EXPECT_EQ(full.region(2).pages[3].tier.load(), Tier::kUntouched);
+}
+
+TEST(PredictivePolicy, VictimsAreIdleGroupsAndARecentOneIsProbedFirst) {
+  PolicyBed bed;
+  bed.AddRegion(std::string(8, 'U'));
+  PredictivePolicy policy;
+  FaultPages(bed, policy, 1, {0, 1, 2, 3});  // session A writes at tick 1
+  TickAt(bed, policy, 1, 100);
+  FaultPages(bed, policy, 1, {4, 5, 6, 7});  // session B much later
+  TickAt(bed, policy, 4'000, 100);
+  // At 5,000 the device is over its high watermark (8 on 6): A (idle for
+  // 5,000 ticks) goes; B (1,000) is probed: its latest block's page alone.
+  Decisions d = TickAt(bed, policy, 5'000, 6);
+  std::set<uint32_t> down;
+  for (const std::string& m : MovesTo(d, Tier::kHost)) down.insert(std::stoi(m.substr(2)));
+  size_t of_a = 0, of_b = 0;
+  for (uint32_t p : down) (p < 4 ? of_a : of_b) += 1;
+  EXPECT_GE(of_a, 3u);
+  EXPECT_EQ(of_b, 1u) << "B gets one probe and nothing else";
+  EXPECT_LE(bed.Count(Tier::kDevice), 5u);
+}
+
+// B's probe and what follows: a fault keeps B in use, silence makes it idle.
+uint32_t DemotionsOfBAfterItsProbe(bool fault_probe) {
+  PolicyBed bed;
+  bed.AddRegion(std::string(4, 'U'));
+  PredictivePolicy policy;
+  FaultPages(bed, policy, 1, {0, 1, 2, 3});
+  TickAt(bed, policy, 1, 100);
+  Decisions d = TickAt(bed, policy, 1'000, 3);  // pressure: the probe
+  std::vector<std::string> probe = MovesTo(d, Tier::kHost);
+  if (probe.size() != 1) return 100 + static_cast<uint32_t>(probe.size());
+  const uint32_t page = std::stoi(probe[0].substr(2));
+  if (fault_probe) {
+    bed.Advance(2);
+    bed.Fault(policy, 1, page);  // the engine still reads the group
+  }
+  d = TickAt(bed, policy, 1'030, 3);
+  return static_cast<uint32_t>(MovesTo(d, Tier::kHost).size());
+}
+
+TEST(PredictivePolicy, AProbeThatFaultsKeepsTheGroupInUse) {
+  EXPECT_EQ(DemotionsOfBAfterItsProbe(true), 0u);
+  EXPECT_GT(DemotionsOfBAfterItsProbe(false), 0u);
+}
+
+// Four sessions of two blocks, created 1,500 ticks apart; three come back
+// 10,000 ticks after, which teaches the population's interval. The fourth
+// is then off the device; returns the policy's moves between 12,100 and
+// 14,000, before that session's predicted return at 14,501.
+Decisions BeforeThePredictedReturn(bool predict, PolicyBed& bed, PredictivePolicy& policy) {
+  bed.AddRegion(std::string(8, 'U'));
+  for (uint32_t s = 0; s < 4; ++s) {
+    FaultPages(bed, policy, 1, {2 * s, 2 * s + 1});
+    TickAt(bed, policy, 1 + 1'500 * s, 100);
+  }
+  for (uint32_t s = 0; s < 3; ++s) {
+    for (uint32_t p : {2 * s, 2 * s + 1}) bed.region(1).pages[p].tier = Tier::kHost;
+    bed.Advance(10'001 + 1'500 * s - bed.now());
+    FaultPages(bed, policy, 1, {2 * s, 2 * s + 1});
+    TickAt(bed, policy, bed.now(), 100);
+  }
+  Evict(bed, policy, 1, {6, 7});
+  Decisions all;
+  for (uint32_t t = 12'100; t < 14'000; t += 100) {
+    Decisions d = TickAt(bed, policy, t, 100);
+    all.moves.insert(all.moves.end(), d.moves.begin(), d.moves.end());
+  }
+  return all;
+}
+
+TEST(PredictivePolicy, AGroupComesBackBeforeItsPredictedReturnLeavingAMarker) {
+  PolicyBed bed;
+  PredictivePolicy policy;
+  Decisions d = BeforeThePredictedReturn(true, bed, policy);
+  // Page 7 comes back ahead; page 6, the group's first, stays as a marker.
+  EXPECT_EQ(MovesTo(d, Tier::kDevice), (std::vector<std::string>{"1:7"}));
+  for (const Move& m : d.moves) {
+    if (m.to == Tier::kDevice) {
+      EXPECT_EQ(m.why, MoveClass::kPrefetch);
+    }
+  }
+  EXPECT_EQ(bed.region(1).pages[6].tier.load(), Tier::kHost);
+  // The session's use faults the marker: a visit the policy sees.
+  const GroupId g = policy.groups().GroupOf(PageKey(1, 6));
+  const uint32_t visits = policy.groups().group(g).visits;
+  bed.Advance(14'501 - bed.now());
+  bed.Fault(policy, 1, 6);
+  TickAt(bed, policy, bed.now(), 100);
+  EXPECT_EQ(policy.groups().group(g).visits, visits + 1);
+}
+
+TEST(PredictivePolicy, WithPredictionOffNothingComesBackAhead) {
+  PolicyBed bed;
+  PredictiveOptions o;
+  o.predict = false;
+  PredictivePolicy policy(o);
+  Decisions d = BeforeThePredictedReturn(false, bed, policy);
+  EXPECT_TRUE(MovesTo(d, Tier::kDevice).empty());
+}
+
+TEST(PredictivePolicy, AFullHostSpillsAnIdleGroupToDisk) {
+  PolicyBed bed;
+  bed.AddRegion("HHHHHHHHHH");
+  PredictivePolicy policy;
+  FaultPages(bed, policy, 1, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  TickAt(bed, policy, 1, 100);
+  bed.Advance(4'000 - bed.now());
+  Evict(bed, policy, 1, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  bed.Advance(5'000 - bed.now());
+  Decisions d = bed.Tick(policy, 100, 10, 100);  // host 10 of 10, a disk tier
+  EXPECT_GE(MovesTo(d, Tier::kDisk).size(), 3u);  // down to the low watermark
+}
+
+TEST(PredictivePolicy, ColdHintsDemoteAndWillNeedHintsPromote) {
+  PolicyBed bed;
+  bed.AddRegion("DDHH");
+  PredictivePolicy policy;
+  bed.Send(policy, SignalKind::kCold, 1, 0, Tier::kDevice, 2);
+  bed.Send(policy, SignalKind::kWillNeed, 1, 2, Tier::kHost, 2);
+  Decisions d = bed.Tick(policy, 100);
+  EXPECT_EQ(MovesTo(d, Tier::kHost), (std::vector<std::string>{"1:0", "1:1"}));
+  EXPECT_EQ(MovesTo(d, Tier::kDevice), (std::vector<std::string>{"1:2", "1:3"}));
+}
+
+}  // namespace
+}  // namespace kvtier
