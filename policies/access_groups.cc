@@ -202,21 +202,16 @@ void AccessGroups::Close(uint32_t now, std::vector<EpisodeVisit>* visits) {
       if (v.group == owner) v.faulted = faulted;
     }
   }
-  // A group in use keeps its slots; a present one brings them.
+  // A present group brings its slots; from a group of which only a few
+  // slots faulted (another session's blocks in it, or a group written all at
+  // once, such as a pool zero-filled at start), the faulting ones leave.
   auto stays = [&](GroupId g) {
-    return !idle(g) || std::find(present.begin(), present.end(), g) != present.end();
+    return std::find(present.begin(), present.end(), g) != present.end();
   };
-  // Slots of groups that do not visit follow the episode's owner, else the
-  // session being written; a slot that keeps moving is shared.
-  // A trickle of new blocks (decode) continues the session being written; a
-  // burst (a prefill) continues it only while it is being prefilled: after
-  // its decode, a burst is the next session's prompt.
-  const bool burst = e.first_touches.size() > kTrickleSlots;
+  // Faulting slots of groups that are not present follow the episode's
+  // owner, else form a group of their own: a session coming back whose
+  // blocks sat in another group. A slot that keeps moving is shared.
   GroupId target = owner;
-  if (target == kNoGroup && Alive(writer_) && now - writer_last_ <= options_.active_ticks &&
-      (!burst || writer_prefilling_)) {
-    target = writer_;
-  }
   for (uint64_t key : e.faulted) {
     const GroupId g = GroupOf(key);
     if (g == kNoGroup || stays(g) || g == target) continue;
@@ -233,9 +228,16 @@ void AccessGroups::Close(uint32_t now, std::vector<EpisodeVisit>* visits) {
     s.moves = 1;
     Assign(key, target);
   }
-  // First touches: the owner's, else the session being written (the group
-  // that owned an episode or took first touches last, within active_ticks),
-  // else a new group's.
+  // First touches: the episode's group, else the session being written (the
+  // group that owned an episode or took first touches last, within
+  // writer_ticks) if they are a trickle of new blocks (a decode) or it is
+  // still being prefilled (after its decode, a burst is the next session's
+  // prompt), else a new group's.
+  const bool burst = e.first_touches.size() > kTrickleSlots;
+  if (target == kNoGroup && Alive(writer_) && now - writer_last_ <= options_.writer_ticks &&
+      (!burst || writer_prefilling_)) {
+    target = writer_;
+  }
   for (uint64_t key : e.first_touches) {
     if (GroupOf(key) != kNoGroup) continue;
     if (target == kNoGroup) target = NewGroup();

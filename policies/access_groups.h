@@ -19,7 +19,7 @@
 //    session reads, and goes to the shared group, which visits whenever its
 //    slots fault but owns no episode.
 //  - First touches join the owner, else the group being written (the one
-//    that owned an episode or took first touches last, within active_ticks,
+//    that owned an episode or took first touches last, within writer_ticks,
 //    each first touch of it keeping it so) if they are a trickle (a decode's
 //    new blocks) or it is still being prefilled (no trickle since its last
 //    burst), else a new group: a
@@ -58,8 +58,8 @@ inline constexpr GroupId kNoGroup = 0;
 
 struct AccessGroupOptions {
   uint32_t episode_gap_ticks = 3;  // 30 ms
-  uint32_t episode_max_ticks = 50;
-  uint32_t active_ticks = 200;      // evidence this recent: in use (2 s)
+  uint32_t episode_max_ticks = 5;
+  uint32_t writer_ticks = 200;      // a session's new blocks come at most this far apart (2 s)
   uint32_t visit_gap_ticks = 1000;  // a visit starts after this long without evidence (10 s)
   double trust_spread = 0.25;   // trusted when the error EWMA is below this share of the interval
   double alpha = 0.5;           // weight of the newest interval in the EWMAs

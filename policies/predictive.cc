@@ -49,7 +49,7 @@ void PredictivePolicy::Rank(GroupId g, Where where, uint32_t now) {
 }
 
 bool PredictivePolicy::InUse(GroupId g, uint32_t now) const {
-  return !Idle(g, now) && now - groups_.group(g).last_active <= options_.groups.active_ticks;
+  return !Idle(g, now) && now - groups_.group(g).last_active <= options_.active_ticks;
 }
 
 bool PredictivePolicy::Idle(GroupId g, uint32_t now) const {
@@ -76,7 +76,7 @@ void PredictivePolicy::Probe(Plan& plan) {
   const bool pressure = dev.budget && plan.dev_used > dev.low;
   // A session that came back under pressure makes the others recently used
   // suspects at once: a probe tells within a step whether they still are.
-  const uint32_t age = probe_all_ ? 1 : options_.groups.active_ticks;
+  const uint32_t age = probe_all_ ? 1 : options_.active_ticks;
   probe_all_ = false;
   while (!recent_.empty() && recent_.front().first + age <= now) {
     const auto [tick, g] = recent_.front();
@@ -146,7 +146,7 @@ GroupId PredictivePolicy::PickVictim(const Set& trusted, const Set& lru, uint32_
       const Place& p = place_[g];
       const uint32_t last = groups_.group(g).last_active;
       if (p.queued || g == groups_.shared() || (skip_spilled && p.spilled) ||
-          now - last <= options_.groups.episode_max_ticks) {
+          now - last <= options_.desperate_ticks) {
         continue;
       }
       if (oldest == kNoGroup || last < groups_.group(oldest).last_active) oldest = g;

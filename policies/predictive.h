@@ -34,8 +34,8 @@
 //     group used least recently, else the trusted group returning last.
 //     Pinned pages stay. When the engine waits on a fault and no group is
 //     known idle, the one with the oldest evidence goes unless it has some
-//     in this burst (a scan of the groups, in that case only): the driver
-//     would evict blindly otherwise. The device stays under its high watermark, down
+//     within desperate_ticks (a scan of the groups, in that case only): the
+//     driver would evict blindly otherwise. The device stays under its high watermark, down
 //     to the low one once crossed; a promotion beyond the free frames takes
 //     its victim along (kRoom).
 //  5. Spills take host pages of off-device groups in the same order when
@@ -64,8 +64,10 @@ namespace kvtier {
 struct PredictiveOptions {
   bool predict = true;
   AccessGroupOptions groups;
-  uint32_t probe_ticks = 20;    // a probe that does not fault this long: idle (200 ms)
+  uint32_t active_ticks = 20;   // evidence this recent: in use, no probe yet (200 ms)
+  uint32_t probe_ticks = 10;    // a probe that does not fault this long: idle (100 ms)
   uint32_t idle_ticks = 3000;   // no evidence this long: idle without a probe (30 s)
+  uint32_t desperate_ticks = 50;  // a fault's victim of last resort: no evidence this long (500 ms)
 };
 
 class PredictivePolicy : public Policy {
@@ -114,6 +116,7 @@ class PredictivePolicy : public Policy {
     bool desperate = false;  // the engine waits on a fault: any group not in this burst may go
     bool prefetching = false;  // victims must return after `due`
     uint32_t due = 0;
+    std::vector<GroupId> walked = {};  // victims picked this tick
   };
   enum class Step { kDone, kNoBudget, kNoRoom };
 

@@ -54,6 +54,13 @@ bool PredictivePolicy::DemoteOne(Plan& plan, MoveClass why) {
     evicting_ = PickVictim(dev_trusted_, dev_lru_, plan.now, plan.prefetching, plan.due, false,
                            plan.desperate);
     if (evicting_ == kNoGroup) return false;
+    // A group walked through once this tick without a page to give (all on
+    // their way, or pinned) is not picked again until the next.
+    if (std::find(plan.walked.begin(), plan.walked.end(), evicting_) != plan.walked.end()) {
+      evicting_ = kNoGroup;
+      return false;
+    }
+    plan.walked.push_back(evicting_);
     Rank(evicting_, Where::kAway, plan.now);
     place_[evicting_].cursor.Reset();
     place_[evicting_].armed = false;

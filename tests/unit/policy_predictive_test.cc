@@ -88,14 +88,17 @@ TEST(PredictivePolicy, VictimsAreIdleGroupsAndARecentOneIsProbedFirst) {
   EXPECT_LE(bed.Count(Tier::kDevice), 5u);
 }
 
-// B's probe and what follows: a fault keeps B in use, silence makes it idle.
+// A group's probe and what follows: a fault keeps it in use, silence makes
+// it idle.
 uint32_t DemotionsOfBAfterItsProbe(bool fault_probe) {
   PolicyBed bed;
-  bed.AddRegion(std::string(4, 'U'));
+  bed.AddRegion(std::string(10, 'U'));
+  bed.AddRegion("U");  // another region: a page written later
   PredictivePolicy policy;
-  FaultPages(bed, policy, 1, {0, 1, 2, 3});
+  FaultPages(bed, policy, 1, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
   TickAt(bed, policy, 1, 100);
-  Decisions d = TickAt(bed, policy, 1'000, 3);  // pressure: the probe
+  // 10 pages on an 11-page device: over the high watermark, not full.
+  Decisions d = TickAt(bed, policy, 1'000, 11);  // pressure: the probe
   std::vector<std::string> probe = MovesTo(d, Tier::kHost);
   if (probe.size() != 1) return 100 + static_cast<uint32_t>(probe.size());
   const uint32_t page = std::stoi(probe[0].substr(2));
@@ -103,7 +106,12 @@ uint32_t DemotionsOfBAfterItsProbe(bool fault_probe) {
     bed.Advance(2);
     bed.Fault(policy, 1, page);  // the engine still reads the group
   }
-  d = TickAt(bed, policy, 1'030, 3);
+  bed.Advance(1'025 - bed.now());
+  bed.Fault(policy, 2, 0);  // new KV elsewhere: the device is over its high watermark again
+  // Over high and not full: 11 pages on 12 with the probe faulted back, 10
+  // on 11 without.
+  d = TickAt(bed, policy, 1'030, fault_probe ? 12 : 11);
+  std::erase_if(d.moves, [](const Move& m) { return m.region != 1; });
   return static_cast<uint32_t>(MovesTo(d, Tier::kHost).size());
 }
 
