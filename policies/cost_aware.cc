@@ -7,8 +7,16 @@
 
 namespace kvtier {
 
+namespace {
+
+constexpr double kFaultBlockBytes = 2 << 20;  // the UVM VA block
+
+}  // namespace
+
 double CostAwarePolicy::HostRestoreNs(const Region& region, uint32_t page) const {
-  return costs_.host_ns_per_byte * region.PageBytes(page) + costs_.host_latency_ns;
+  // The fault latency is per VA block: a smaller page bears its share.
+  const double share = std::min(1.0, static_cast<double>(region.page_size) / kFaultBlockBytes);
+  return costs_.host_ns_per_byte * region.PageBytes(page) + costs_.host_latency_ns * share;
 }
 
 double CostAwarePolicy::RecomputeNs(const Region& region, uint32_t page) const {

@@ -30,6 +30,7 @@ namespace kvtier {
 // of KV per token). kvtier-bench passes the figures of its hardware profile.
 struct RestoreCosts {
   double host_ns_per_byte = 1e9 / 25e9;
+  // Fault service latency per 2 MiB VA block: pages of one block share it.
   uint64_t host_latency_ns = 30'000;
   double disk_ns_per_byte = 1e9 / 7e9 + 1e9 / 25e9;
   uint64_t disk_latency_ns = 100'000;

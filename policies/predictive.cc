@@ -10,6 +10,7 @@ namespace {
 
 constexpr uint32_t kWakeTicks = 50;     // re-check predictions this often when idle
 constexpr uint32_t kRerankTicks = 100;  // re-rank untrusted groups this often
+constexpr uint32_t kPopulateAhead = 32;  // blocks after a written one populated too
 
 }  // namespace
 
@@ -235,7 +236,13 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
       case SignalKind::kFault:
         groups_.OnEvidence(first, s.page, s.from == Tier::kUntouched);
         if (s.from == Tier::kHost || s.from == Tier::kDisk) faulted.slots.push_back(slot);
-        if (s.from == Tier::kUntouched) written.slots.push_back(slot);
+        if (s.from == Tier::kUntouched) {
+          // And the next few blocks: an allocator hands out a fresh pool in
+          // order, so they are the ones written next.
+          for (uint32_t d = 0; d <= kPopulateAhead && s.page + d < r->pages.size(); ++d) {
+            written.slots.push_back(PageKey(first.id, s.page + d));
+          }
+        }
         break;
       case SignalKind::kWillNeed:
         hinted_.push_back(PageKey(s.region, s.page));
@@ -249,6 +256,8 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
         break;
       case SignalKind::kEvicted:
         evicted.push_back(slot);
+        evicted_pages_.push_back(PageKey(s.region, s.page));
+        if (evicted_pages_.size() > (1u << 16)) evicted_pages_.pop_front();
         break;
       default:
         break;

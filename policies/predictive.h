@@ -9,7 +9,9 @@
 //     block of all the others before their kernels reach it. Hinted pages
 //     come first. A group that visits while off the device comes back whole.
 //     A block first touched in one layer is populated in the others (no
-//     copy), saving their population faults.
+//     copy), and so are the next few blocks (a fresh pool is handed out in
+//     order), into free room below the high watermark only: that saves
+//     their population faults.
 //  2. Prediction (KVTIER_PREDICT). Off-device groups whose return is trusted
 //     come back ahead of it (kPrefetch), soonest first: into free room below
 //     the low watermark, else in place of a group predicted to return later
@@ -39,7 +41,8 @@
 //     to the low one once crossed; a promotion beyond the free frames takes
 //     its victim along (kRoom).
 //  5. Spills take host pages of off-device groups in the same order when
-//     the host tier passes its high watermark.
+//     the host tier passes its high watermark, then pages the device
+//     evicted itself, oldest first.
 // A predicted return that passes without a visit (an off-device group did
 // not fault; a prefetched group's marker did not) is a miss; two in a row
 // and the group is untrusted until it returns. COLD hints demote pages.
@@ -183,6 +186,9 @@ class PredictivePolicy : public Policy {
   GroupId evicting_ = kNoGroup;
   GroupId spilling_ = kNoGroup;
   std::deque<uint64_t> hinted_, cold_;  // PageKeys
+  // Pages the device evicted itself, oldest first: spill candidates when no
+  // off-device group has host pages left (their groups may still be in use).
+  std::deque<uint64_t> evicted_pages_;
   std::vector<EpisodeVisit> visits_;
   std::deque<std::pair<uint32_t, GroupId>> recent_;  // (tick, group) of evidence, oldest first
   uint32_t last_rerank_ = 0;

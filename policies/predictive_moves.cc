@@ -237,7 +237,7 @@ void PredictivePolicy::Spill(Plan& plan) {
   while (covered < want) {
     if (spilling_ == kNoGroup || !groups_.Alive(spilling_)) {
       spilling_ = PickVictim(away_trusted_, away_lru_, plan.now, false, 0, true, false);
-      if (spilling_ == kNoGroup) return;
+      if (spilling_ == kNoGroup) break;
       place_[spilling_].cursor.Reset();
     }
     bool budget = true;
@@ -257,6 +257,19 @@ void PredictivePolicy::Spill(Plan& plan) {
     if (!done) return;  // wanted enough; the cursor resumes here
     place_[spilling_].spilled = true;
     spilling_ = kNoGroup;
+  }
+  // Then what the device evicted itself, oldest first.
+  while (covered < want && !evicted_pages_.empty()) {
+    const uint64_t key = evicted_pages_.front();
+    Region* r = index_.Find(KeyRegion(key));
+    const uint32_t page = KeyPage(key);
+    if (r && page < r->pages.size() && TierOf(*r, page) == Tier::kHost && Movable(r->pages[page])) {
+      if (plan.spill_left < r->page_size) return;
+      plan.out->moves.push_back({r->id, page, Tier::kDisk, MoveClass::kSpill});
+      plan.spill_left -= r->page_size;
+      covered += r->page_size;
+    }
+    evicted_pages_.pop_front();
   }
 }
 

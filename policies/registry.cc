@@ -15,26 +15,34 @@ namespace {
 
 struct Entry {
   std::string_view name;
-  std::function<std::unique_ptr<Policy>(const TieringOptions&)> make;
+  std::function<std::unique_ptr<Policy>(const TieringOptions&, const PolicySettings&)> make;
 };
 
 const std::vector<Entry>& Entries() {
   static const std::vector<Entry> entries = {
-      {"lru", [](const TieringOptions&) { return std::make_unique<LruPolicy>(); }},
-      {"lfu-aging", [](const TieringOptions& o) { return std::make_unique<LfuAgingPolicy>(o); }},
-      {"s3fifo", [](const TieringOptions& o) { return std::make_unique<S3FifoPolicy>(o); }},
-      {"cost-aware", [](const TieringOptions& o) { return std::make_unique<CostAwarePolicy>(o); }},
-      {"predictive", [](const TieringOptions&) { return std::make_unique<PredictivePolicy>(); }},
+      {"lru", [](const TieringOptions&, const PolicySettings&) { return std::make_unique<LruPolicy>(); }},
+      {"lfu-aging",
+       [](const TieringOptions& o, const PolicySettings&) { return std::make_unique<LfuAgingPolicy>(o); }},
+      {"s3fifo",
+       [](const TieringOptions& o, const PolicySettings&) { return std::make_unique<S3FifoPolicy>(o); }},
+      {"cost-aware",
+       [](const TieringOptions& o, const PolicySettings&) { return std::make_unique<CostAwarePolicy>(o); }},
+      {"predictive",
+       [](const TieringOptions&, const PolicySettings& s) {
+         PredictiveOptions p;
+         p.predict = s.predict;
+         return std::make_unique<PredictivePolicy>(p);
+       }},
   };
   return entries;
 }
 
 }  // namespace
 
-std::unique_ptr<Policy> MakePolicy(std::string_view name) {
+std::unique_ptr<Policy> MakePolicy(std::string_view name, const PolicySettings& settings) {
   TieringOptions options;
   for (const Entry& e : Entries()) {
-    if (e.name == name) return e.make(options);
+    if (e.name == name) return e.make(options, settings);
   }
   return nullptr;
 }

@@ -138,7 +138,9 @@ Runtime* Runtime::Get() {
 Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
                                                  const DeviceFactory& make_device,
                                                  bool start_threads) {
-  auto policy = MakePolicy(options.policy);
+  PolicySettings settings;
+  settings.predict = options.predict;
+  auto policy = MakePolicy(options.policy, settings);
   if (!policy) return Status::Errorf("KVTIER_POLICY=%s: unknown policy", options.policy.c_str());
   Result<AllocationMatcher> match = AllocationMatcher::Parse(options.match);
   if (!match.ok()) return match.status().Annotate("KVTIER_MATCH=" + options.match);

@@ -50,11 +50,16 @@ TEST(Multiround, WhenEverythingFitsInHbmTieringCostsNothing) {
   const auto rs = RunAllSystems(Options(141e9));
   const Summary hbm = Summarize(rs.at("hbm-only"));
   ASSERT_GT(hbm.requests, 20u);
-  for (const char* name : {"kvtier:lfu-aging", "kvtier:s3fifo", "kvtier:cost-aware"}) {
+  // The default policy within 1% (it populates written blocks in every
+  // layer ahead of the kernels); the others pay more population faults at
+  // 64 KiB pages, within 3%.
+  for (const char* name :
+       {"kvtier:predictive", "kvtier:lfu-aging", "kvtier:s3fifo", "kvtier:cost-aware"}) {
     SCOPED_TRACE(name);
     const Summary s = Summarize(rs.at(name));
+    const double slack = std::string(name) == "kvtier:predictive" ? 0.01 : 0.03;
     EXPECT_EQ(s.requests, hbm.requests);
-    EXPECT_NEAR(s.ttft_mean, hbm.ttft_mean, 0.02 * hbm.ttft_mean);
+    EXPECT_NEAR(s.ttft_mean, hbm.ttft_mean, slack * hbm.ttft_mean);
     EXPECT_DOUBLE_EQ(s.recomputed, hbm.recomputed);
     EXPECT_EQ(rs.at(name).moves.h2d_fault + rs.at(name).moves.d2h_demote, 0u);
   }

@@ -59,7 +59,10 @@ TEST(Profiles, L4AnchorColdAndLoadedFromCpu) {
   c.prefill_flops = p.dense_bf16_flops * p.prefill_mfu;
   c.hbm_bps = p.gpu_memory_bandwidth_bps;
   c.step_overhead_s = p.step_overhead_ns / 1e9;
-  OffloadBackend b(c, 2000, 64ull << 30, p.host_link_bps, 0);
+  OffloadConfig oc;
+  oc.cpu_bytes = 64ull << 30;
+  oc.link_bps = p.host_link_bps;
+  OffloadBackend b(c, 2000, oc);
   EngineModel e(c, &b, 0);
   Launch l;
   l.prompt_tokens = 15376;

@@ -163,12 +163,13 @@ TEST(ParseOptions, DefaultsWhenUnset) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   const Options& o = r.value();
   EXPECT_EQ(o.backend, "auto");
-  EXPECT_EQ(o.page_size, 2 * kMiB);
+  EXPECT_EQ(o.page_size, 64 * kKiB);
   EXPECT_EQ(o.device_budget, 0u);
   EXPECT_EQ(o.host_budget, 0u);
   EXPECT_EQ(o.disk_budget, 0u);
   EXPECT_EQ(o.disk_dir, "/var/tmp/kvtier");
-  EXPECT_EQ(o.policy, "lru");
+  EXPECT_EQ(o.policy, "predictive");
+  EXPECT_TRUE(o.predict);
   EXPECT_EQ(o.tick_ms, 10);
   EXPECT_EQ(o.high_watermark, 90);
   EXPECT_EQ(o.low_watermark, 75);

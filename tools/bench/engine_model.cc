@@ -162,6 +162,7 @@ void EngineModel::Preempt(Request* r) {
   r->computed = 0;
   r->admitted = false;
   r->pending_load_blocks = 0;
+  r->pending_disk_blocks = 0;
   r->verified_epoch = UINT64_MAX;
   ++r->preemptions;
   ++preemptions_;
@@ -196,7 +197,8 @@ bool EngineModel::Admit(Request* r, int budget, std::vector<Work>* work) {
   }
   const int max_hit = (r->prefill_target - 1) / bt;  // at least one token is computed
   const int hit = CachedPrefix(r->session, max_hit);
-  const int ext = backend_->ExternalHitBlocks(r->session, hit, max_hit - hit);
+  int ext_disk = 0;
+  const int ext = backend_->ExternalHitBlocks(r->session, hit, max_hit - hit, &ext_disk);
   const int start = (hit + ext) * bt;
   const int n = std::min(r->prefill_target - start, budget);
   int hit_in_free = 0;
@@ -216,12 +218,14 @@ bool EngineModel::Admit(Request* r, int budget, std::vector<Work>* work) {
     ++cached_count_;
   }
   r->pending_load_blocks = ext;
+  r->pending_disk_blocks = ext_disk;
   r->computed = start;
   r->cached_blocks = hit + ext;
   if (!r->hits_recorded) {
     r->hit_device = hit * bt;
     backend_->ClassifyHits(*r, hit, bt);  // may split the hit across tiers
-    r->hit_host += ext * bt;
+    r->hit_host += (ext - ext_disk) * bt;
+    r->hit_disk += ext_disk * bt;
     r->recomputed = r->prompt_tokens - (hit + ext) * bt;
     r->hits_recorded = true;
   }
@@ -231,7 +235,6 @@ bool EngineModel::Admit(Request* r, int budget, std::vector<Work>* work) {
   r->reserved_tokens = reserve;
   running_kv_tokens_ += reserve;
   r->admitted = true;
-  ++epoch_;
   return true;
 }
 
@@ -301,6 +304,7 @@ void EngineModel::Step(double t, std::vector<Request*>* finished) {
   for (const Work& w : work) {
     Request* r = w.r;
     r->pending_load_blocks = 0;
+    r->pending_disk_blocks = 0;
     if (w.prefill) {
       r->computed += w.n;
       if (r->computed >= r->prefill_target && r->first_token_s < 0) {
@@ -322,50 +326,9 @@ void EngineModel::Step(double t, std::vector<Request*>* finished) {
     running_kv_tokens_ -= r->reserved_tokens;
     r->reserved_tokens = 0;
     std::erase(running_, r);
-    ++epoch_;
-    finished->push_back(r);
+      finished->push_back(r);
   }
   next_step_s_ = (running_.empty() && waiting_.empty()) ? Workload::kNever : end;
-}
-
-// ---- oracle support ----
-
-void EngineModel::SessionPages(int session, std::vector<uint32_t>* pages) const {
-  pages->clear();
-  const uint32_t bpp = backend_->blocks_per_page();
-  if (bpp == 0) return;
-  const int length =
-      shared_blocks_ +
-      (session < static_cast<int>(chains_.size()) ? static_cast<int>(chains_[session].size()) : 0);
-  for (int i = 0; i < length; ++i) {
-    const int32_t b = BlockAt(session, i);
-    if (b >= 0) pages->push_back(static_cast<uint32_t>(b) / bpp);
-  }
-  std::sort(pages->begin(), pages->end());
-  pages->erase(std::unique(pages->begin(), pages->end()), pages->end());
-}
-
-int EngineModel::QueuePosition(int session) const {
-  for (const Request* r : running_) {
-    if (r->session == session) return 0;
-  }
-  for (size_t i = 0; i < waiting_.size(); ++i) {
-    if (waiting_[i]->session == session) return static_cast<int>(i) + 1;
-  }
-  return -1;
-}
-
-std::vector<int> EngineModel::SessionsWithKv() const {
-  std::vector<int> out;
-  for (int s = 0; s < static_cast<int>(chains_.size()); ++s) {
-    for (int32_t b : chains_[s]) {
-      if (b >= 0) {
-        out.push_back(s);
-        break;
-      }
-    }
-  }
-  return out;
 }
 
 }  // namespace kvtier::bench

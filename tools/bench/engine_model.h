@@ -76,6 +76,7 @@ struct Request {
   int hit_device = 0, hit_host = 0, hit_disk = 0, recomputed = 0;
   bool hits_recorded = false;
   int pending_load_blocks = 0;  // explicit offload: blocks to copy in before the step
+  int pending_disk_blocks = 0;  // ... of which the store holds on disk
 
   // Paged backends: the pages were all resident at this residency epoch.
   uint64_t verified_epoch = UINT64_MAX;
@@ -106,8 +107,12 @@ class KvBackend {
   virtual uint32_t blocks_per_page() const { return 0; }
   virtual void Attach(EngineModel* engine) {}
   // Leading blocks from `first` on that the backend holds outside the
-  // engine's cache (explicit offload's CPU store), at most `max`.
-  virtual int ExternalHitBlocks(int session, int first, int max) { return 0; }
+  // engine's cache (explicit offload's CPU and disk store), at most `max`;
+  // `on_disk` gets how many of them are on disk.
+  virtual int ExternalHitBlocks(int session, int first, int max, int* on_disk) {
+    *on_disk = 0;
+    return 0;
+  }
   // The engine evicted cached block `index` of a session (-1: the shared prefix).
   virtual void OnEvict(int session, int index) {}
   virtual void OnFinish(const Request& r) {}
@@ -133,16 +138,6 @@ class EngineModel {
   double NextStepTime() const { return next_step_s_; }
   // Runs the step due at `t`; appends the requests that finished.
   void Step(double t, std::vector<Request*>* finished);
-
-  // For the oracle: each session's distinct pool pages.
-  void SessionPages(int session, std::vector<uint32_t>* pages) const;
-  // Sessions that hold cached blocks.
-  std::vector<int> SessionsWithKv() const;
-  // 0 if the session's request is running, k if it is k-th in the waiting
-  // queue, -1 if it has none.
-  int QueuePosition(int session) const;
-  // Bumped when a request is admitted or finishes (the oracle replans).
-  uint64_t epoch() const { return epoch_; }
 
   const EngineConfig& config() const { return config_; }
   const std::vector<std::unique_ptr<Request>>& requests() const { return requests_; }
@@ -207,7 +202,6 @@ class EngineModel {
   std::deque<Request*> waiting_;
   std::vector<Request*> running_;
   double next_step_s_ = Workload::kNever;
-  uint64_t epoch_ = 0;
   int64_t preemptions_ = 0;
   double running_kv_tokens_ = 0;  // reserved by running requests (running_kv_limit_tokens)
 };

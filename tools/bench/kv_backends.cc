@@ -18,24 +18,62 @@ Occupancy HbmBackend::Sample(double t) const {
 
 // ---- explicit offload ----
 
+void OffloadBackend::Store::Erase(uint64_t key) {
+  auto it = where.find(key);
+  if (it == where.end()) return;
+  lru.erase(it->second);
+  where.erase(it);
+}
+
+uint64_t OffloadBackend::Store::Insert(uint64_t key) {
+  uint64_t evicted = UINT64_MAX;
+  if (where.size() >= capacity) {
+    evicted = lru.front();
+    where.erase(evicted);
+    lru.pop_front();
+  }
+  lru.push_back(key);
+  where[key] = std::prev(lru.end());
+  return evicted;
+}
+
 OffloadBackend::OffloadBackend(const EngineConfig& engine, uint64_t pool_blocks,
-                               uint64_t store_bytes, double link_bps, int shared_blocks)
-    : HbmBackend(engine, pool_blocks),
-      capacity_blocks_(static_cast<uint64_t>(store_bytes / engine.block_bytes())),
-      link_bps_(link_bps),
-      shared_blocks_(shared_blocks) {}
+                               const OffloadConfig& config)
+    : HbmBackend(engine, pool_blocks), config_(config), layers_(engine.shape.layers) {
+  cpu_.capacity = static_cast<uint64_t>(config.cpu_bytes / engine.block_bytes());
+  disk_.capacity = static_cast<uint64_t>(config.disk_bytes / engine.block_bytes());
+}
 
 uint64_t OffloadBackend::Key(int session, int index) const {
-  const uint32_t owner = index < shared_blocks_ ? 0xffffffffu : static_cast<uint32_t>(session);
+  const uint32_t owner = index < config_.shared_blocks ? 0xffffffffu : static_cast<uint32_t>(session);
   return (uint64_t{owner} << 32) | static_cast<uint32_t>(index);
 }
 
-int OffloadBackend::ExternalHitBlocks(int session, int first, int max) {
+void OffloadBackend::StoreInCpu(uint64_t key) {
+  if (cpu_.capacity == 0) return;
+  const uint64_t evicted = cpu_.Insert(key);
+  // The CPU store's evictions go to the disk store, if there is one.
+  if (evicted != UINT64_MAX && disk_.capacity > 0) {
+    disk_.Insert(evicted);
+    counters_.disk_write += static_cast<uint64_t>(block_bytes_);
+  }
+}
+
+int OffloadBackend::ExternalHitBlocks(int session, int first, int max, int* on_disk) {
   int n = 0;
+  *on_disk = 0;
   while (n < max) {
-    auto it = store_.find(Key(session, first + n));
-    if (it == store_.end()) break;
-    lru_.splice(lru_.end(), lru_, it->second);
+    const uint64_t key = Key(session, first + n);
+    if (cpu_.Has(key)) {
+      cpu_.Touch(key);
+    } else if (disk_.Has(key)) {
+      // Read back through host memory: it is in the CPU store again.
+      disk_.Erase(key);
+      StoreInCpu(key);
+      ++*on_disk;
+    } else {
+      break;
+    }
     ++n;
   }
   return n;
@@ -44,40 +82,41 @@ int OffloadBackend::ExternalHitBlocks(int session, int first, int max) {
 void OffloadBackend::OnFinish(const Request& r) {
   // Write-through of every full block not stored yet; the copy runs on the
   // device-to-host direction of the link, off the critical path.
-  const int full = r.cached_blocks;
-  for (int i = 0; i < full; ++i) {
+  for (int i = 0; i < r.cached_blocks; ++i) {
     const uint64_t key = Key(r.session, i);
-    auto it = store_.find(key);
-    if (it != store_.end()) {
-      lru_.splice(lru_.end(), lru_, it->second);
+    if (cpu_.Has(key)) {
+      cpu_.Touch(key);
       continue;
     }
-    if (capacity_blocks_ == 0) return;
-    if (store_.size() >= capacity_blocks_) {
-      store_.erase(lru_.front());
-      lru_.pop_front();
-    }
-    lru_.push_back(key);
-    store_[key] = std::prev(lru_.end());
+    if (cpu_.capacity == 0) return;
+    disk_.Erase(key);
+    StoreInCpu(key);
     counters_.d2h_store += static_cast<uint64_t>(block_bytes_);
   }
 }
 
 double OffloadBackend::RunStep(std::vector<Request*>& batch, double start_s, double overhead_s,
                                double compute_s) {
-  double t = start_s;
+  double copy_bytes = 0, disk_bytes = 0;
   for (Request* r : batch) {
-    if (r->pending_load_blocks == 0) continue;
-    const double bytes = r->pending_load_blocks * block_bytes_;
-    t += bytes / link_bps_;  // synchronous: the whole step waits
-    counters_.h2d_load += static_cast<uint64_t>(bytes);
+    copy_bytes += r->pending_load_blocks * block_bytes_;
+    disk_bytes += r->pending_disk_blocks * block_bytes_;
   }
-  return t + overhead_s + compute_s;
+  counters_.h2d_load += static_cast<uint64_t>(copy_bytes);
+  counters_.disk_read += static_cast<uint64_t>(disk_bytes);
+  // Synchronous: the step waits for the SSD reads, then for the copies.
+  const double disk_s = config_.ssd_read_bps > 0 ? disk_bytes / config_.ssd_read_bps : 0;
+  const double copy_s = copy_bytes / config_.link_bps;
+  if (!config_.layerwise || copy_s == 0) return start_s + disk_s + copy_s + overhead_s + compute_s;
+  // Layer l+1's copy overlaps layer l's compute: a two-stage pipeline.
+  const double load = copy_s / layers_, comp = compute_s / layers_;
+  return start_s + disk_s + overhead_s + load + comp + (layers_ - 1) * std::max(load, comp);
 }
 
 Occupancy OffloadBackend::Sample(double t) const {
   Occupancy o = HbmBackend::Sample(t);
-  o.host = static_cast<uint64_t>(store_.size() * block_bytes_);
+  o.host = static_cast<uint64_t>(cpu_.where.size() * block_bytes_);
+  o.disk = static_cast<uint64_t>(disk_.where.size() * block_bytes_);
   return o;
 }
 

@@ -6,9 +6,13 @@
 //  OffloadBackend  explicit-offload (LMCache / vLLM OffloadingConnector
 //                  style): the same HBM pool plus a CPU store in host memory,
 //                  LRU, written through when a request finishes (copies off
-//                  the critical path); a prefix found there is copied back
-//                  before the request's prefill, synchronously: the step that
-//                  starts it waits for the copy at the pinned-copy bandwidth.
+//                  the critical path), and with a disk budget a disk store
+//                  the CPU store's evictions go to (LMCache's local disk
+//                  backend); a prefix found there is copied back before the
+//                  request's prefill, synchronously: the step that starts it
+//                  waits for the SSD reads, then for the copy at the
+//                  pinned-copy bandwidth. Layerwise (LMCache's use_layerwise):
+//                  layer l+1's copy runs while layer l computes.
 //  PagedBackend    uvm-default, kvtier:<policy>, kvtier:hints and oracle: an
 //                  oversubscribed pool (device budget + host tier) in one
 //                  region per layer on a ModelDevice; each step touches the
@@ -50,11 +54,20 @@ class HbmBackend : public KvBackend {
   EngineModel* engine_ = nullptr;
 };
 
+struct OffloadConfig {
+  uint64_t cpu_bytes = 0;   // the CPU store (the host budget)
+  uint64_t disk_bytes = 0;  // the disk store (the disk budget); 0: none
+  double link_bps = 0;      // pinned copies, host to device
+  double ssd_read_bps = 0;
+  double ssd_write_bps = 0;
+  bool layerwise = false;
+  int shared_blocks = 0;  // the shared system prompt's blocks (one owner)
+};
+
 class OffloadBackend : public HbmBackend {
  public:
-  OffloadBackend(const EngineConfig& engine, uint64_t pool_blocks, uint64_t store_bytes,
-                 double link_bps, int shared_blocks);
-  int ExternalHitBlocks(int session, int first, int max) override;
+  OffloadBackend(const EngineConfig& engine, uint64_t pool_blocks, const OffloadConfig& config);
+  int ExternalHitBlocks(int session, int first, int max, int* on_disk) override;
   void OnFinish(const Request& r) override;
   double RunStep(std::vector<Request*>& batch, double start_s, double overhead_s,
                  double compute_s) override;
@@ -62,12 +75,23 @@ class OffloadBackend : public HbmBackend {
   MoveCounters counters() const override { return counters_; }
 
  private:
+  // One tier of the store: blocks by key, least recently used at the front.
+  struct Store {
+    uint64_t capacity = 0;
+    std::list<uint64_t> lru;
+    std::unordered_map<uint64_t, std::list<uint64_t>::iterator> where;
+    bool Has(uint64_t key) const { return where.count(key) > 0; }
+    void Touch(uint64_t key) { lru.splice(lru.end(), lru, where.at(key)); }
+    void Erase(uint64_t key);
+    // Inserts `key`; returns the key it evicted, or UINT64_MAX.
+    uint64_t Insert(uint64_t key);
+  };
   uint64_t Key(int session, int index) const;
-  const uint64_t capacity_blocks_;
-  const double link_bps_;
-  const int shared_blocks_;
-  std::list<uint64_t> lru_;  // front: least recently used
-  std::unordered_map<uint64_t, std::list<uint64_t>::iterator> store_;
+  void StoreInCpu(uint64_t key);
+
+  const OffloadConfig config_;
+  const int layers_;
+  Store cpu_, disk_;
   MoveCounters counters_;
 };
 

@@ -60,6 +60,22 @@ Summary Summarize(const SystemResult& r) {
   return s;
 }
 
+Ratios RatiosOf(const Summary& s, const std::vector<SystemResult>& results) {
+  Ratios r;
+  for (const SystemResult& b : results) {
+    if (b.name != "explicit-offload-layerwise" && b.name != "oracle") continue;
+    const Summary base = Summarize(b);
+    if (base.requests == 0) continue;
+    if (b.name == "oracle") {
+      r.mean_vs_oracle = base.ttft_mean > 0 ? s.ttft_mean / base.ttft_mean : 0;
+    } else {
+      r.mean_vs_layerwise = base.ttft_mean > 0 ? s.ttft_mean / base.ttft_mean : 0;
+      r.p90_vs_layerwise = base.ttft_p90 > 0 ? s.ttft_p90 / base.ttft_p90 : 0;
+    }
+  }
+  return r;
+}
+
 bool TtftStat(const Summary& s, const std::string& stat, double* value) {
   if (stat == "mean")
     *value = s.ttft_mean;
@@ -84,24 +100,36 @@ const char* HitTier(const RequestRow& row) {
 
 void PrintSummaryTable(FILE* out, const std::vector<SystemResult>& results,
                        const std::string& ttft_stat, double ttft_target_s) {
+  auto ratio = [](double v) {
+    char buf[16];
+    if (v <= 0) return std::string("-");
+    snprintf(buf, sizeof buf, "%.2f", v);
+    return std::string(buf);
+  };
   fprintf(out,
-          "%-20s %5s | %8s %8s %8s %8s | %6s %7s | %5s %5s %5s %5s | %8s %8s %8s %8s | %6s | %6s\n",
-          "system", "reqs", "ttft", "p50", "p90", "p99", "req/s", "tok/s", "dev%", "host%", "disk%",
-          "recmp%", "h2d-flt", "h2d-pf", "d2h", "disk-rw", "target", "run-s");
+          "%-26s %5s | %8s %8s %8s %8s | %5s %5s %5s | %6s %7s | %5s %5s %5s %5s | %8s %8s %8s "
+          "%8s | %6s | %6s\n",
+          "system", "reqs", "ttft", "p50", "p90", "p99", "mean", "p90", "mean", "req/s", "tok/s",
+          "dev%", "host%", "disk%", "recmp%", "h2d-flt", "h2d-pf", "d2h", "disk-rw", "target",
+          "run-s");
   fprintf(out,
-          "%-20s %5s | %8s %8s %8s %8s | %6s %7s | %5s %5s %5s %5s | %8s %8s %8s %8s | %6s | %6s\n",
-          "", "", "mean s", "s", "s", "s", "", "out", "", "", "", "", "GB", "GB", "GB", "GB",
-          ttft_stat.c_str(), "");
+          "%-26s %5s | %8s %8s %8s %8s | %5s %5s %5s | %6s %7s | %5s %5s %5s %5s | %8s %8s %8s "
+          "%8s | %6s | %6s\n",
+          "", "", "mean s", "s", "s", "s", "/lw", "/lw", "/orc", "", "out", "", "", "", "", "GB",
+          "GB", "GB", "GB", ttft_stat.c_str(), "");
   for (const SystemResult& r : results) {
     const Summary s = Summarize(r);
+    const Ratios x = RatiosOf(s, results);
     double v = 0;
     TtftStat(s, ttft_stat, &v);
     const MoveCounters& m = r.moves;
     fprintf(out,
-            "%-20s %5zu | %8.3f %8.3f %8.3f %8.3f | %6.3f %7.1f | %5.1f %5.1f %5.1f %5.1f | "
-            "%8.1f %8.1f %8.1f %8.1f | %6s | %6.1f\n",
+            "%-26s %5zu | %8.3f %8.3f %8.3f %8.3f | %5s %5s %5s | %6.3f %7.1f | %5.1f %5.1f %5.1f "
+            "%5.1f | %8.1f %8.1f %8.1f %8.1f | %6s | %6.1f\n",
             r.name.c_str(), s.requests, s.ttft_mean, s.ttft_p50, s.ttft_p90, s.ttft_p99,
-            s.req_per_s, s.out_tok_per_s, 100 * s.hit_device, 100 * s.hit_host, 100 * s.hit_disk,
+            ratio(x.mean_vs_layerwise).c_str(), ratio(x.p90_vs_layerwise).c_str(),
+            ratio(x.mean_vs_oracle).c_str(), s.req_per_s, s.out_tok_per_s, 100 * s.hit_device,
+            100 * s.hit_host, 100 * s.hit_disk,
             100 * s.recomputed, Gb(m.h2d_fault), Gb(m.h2d_prefetch + m.h2d_load),
             Gb(m.d2h_demote + m.d2h_evict + m.d2h_store), Gb(m.disk_read + m.disk_write),
             s.requests == 0      ? "-"
@@ -119,13 +147,15 @@ Status WriteSummaryCsv(const std::string& path, const std::vector<SystemResult>&
           "hit_device,hit_host,hit_disk,recomputed,h2d_fault_bytes,h2d_prefetch_bytes,"
           "h2d_load_bytes,d2h_demote_bytes,d2h_evict_bytes,d2h_store_bytes,disk_read_bytes,"
           "disk_write_bytes,faults,driver_evictions,refaults,policy_ticks,preemptions,"
-          "late_launches,rejected,pool_bytes,run_seconds\n");
+          "late_launches,rejected,pool_bytes,run_seconds,ttft_mean_vs_layerwise,"
+          "ttft_p90_vs_layerwise,ttft_mean_vs_oracle\n");
   for (const SystemResult& r : results) {
     const Summary s = Summarize(r);
+    const Ratios x = RatiosOf(s, results);
     const MoveCounters& m = r.moves;
     fprintf(f,
             "%s,%zu,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%.6f,%.6f,%.6f,%.6f,%llu,%llu,%llu,%llu,%llu,"
-            "%llu,%llu,%llu,%llu,%llu,%llu,%llu,%lld,%lld,%lld,%llu,%.3f\n",
+            "%llu,%llu,%llu,%llu,%llu,%llu,%llu,%lld,%lld,%lld,%llu,%.3f,%.4f,%.4f,%.4f\n",
             r.name.c_str(), s.requests, s.ttft_mean, s.ttft_p50, s.ttft_p90, s.ttft_p99,
             s.req_per_s, s.out_tok_per_s, s.hit_device, s.hit_host, s.hit_disk, s.recomputed,
             (unsigned long long)m.h2d_fault, (unsigned long long)m.h2d_prefetch,
@@ -135,7 +165,8 @@ Status WriteSummaryCsv(const std::string& path, const std::vector<SystemResult>&
             (unsigned long long)m.faults, (unsigned long long)m.driver_evictions,
             (unsigned long long)m.refaults, (unsigned long long)m.policy_ticks,
             (long long)r.preemptions, (long long)r.late_launches, (long long)r.rejected,
-            (unsigned long long)r.pool_bytes, r.wall_s);
+            (unsigned long long)r.pool_bytes, r.wall_s, x.mean_vs_layerwise, x.p90_vs_layerwise,
+            x.mean_vs_oracle);
   }
   return fclose(f) == 0 ? Status::Ok() : Status::Errorf("%s: write failed", path.c_str());
 }

@@ -26,11 +26,20 @@ struct Summary {
 };
 
 Summary Summarize(const SystemResult& r);
+
+// Each system's mean and p90 TTFT over explicit-offload-layerwise's (the
+// strongest explicit baseline) and its mean over the oracle's (the limit);
+// 0 where that system was not run.
+struct Ratios {
+  double mean_vs_layerwise = 0, p90_vs_layerwise = 0, mean_vs_oracle = 0;
+};
+Ratios RatiosOf(const Summary& s, const std::vector<SystemResult>& results);
 // "mean", "p50", "p90" or "p99" of the TTFT; false for another name.
 bool TtftStat(const Summary& s, const std::string& stat, double* value);
 const char* HitTier(const RequestRow& row);
 
-// The per-system table: TTFT, throughput, hits by tier, bytes moved, run time.
+// The per-system table: TTFT, its ratios (RatiosOf), throughput, hits by
+// tier, bytes moved, run time.
 void PrintSummaryTable(FILE* out, const std::vector<SystemResult>& results,
                        const std::string& ttft_stat, double ttft_target_s);
 Status WriteSummaryCsv(const std::string& path, const std::vector<SystemResult>& results);

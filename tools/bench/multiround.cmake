@@ -4,7 +4,7 @@
 # CMakeLists.txt before it creates kvtier-bench; takes its files out of the
 # subcommand glob.
 set(KVTIER_BENCH_SIM_FILES
-  engine_model.cc hw_profile.cc kv_backends.cc mr_report.cc oracle_policy.cc svg_plot.cc
+  engine_model.cc hw_profile.cc kv_backends.cc mr_report.cc svg_plot.cc
   systems.cc virtual_ticker.cc workload.cc)
 list(TRANSFORM KVTIER_BENCH_SIM_FILES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
 list(REMOVE_ITEM KVTIER_BENCH_SOURCES ${KVTIER_BENCH_SIM_FILES})

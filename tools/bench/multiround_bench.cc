@@ -35,7 +35,8 @@ const char kUsage[] =
     "  --answer-len T (100)  --num-rounds N (20)  --qps Q (0.1)  --time S (100, measured window)\n"
     "  --init-user-id N (0)  --enforce-strict-concurrent-users\n"
     "  --warmup S (one per-user gap, num-users/qps; unmeasured start of the same trace)\n"
-    "  --question-len T (20)\n"
+    "  --question-len T (20)  --think-time fixed|exp (fixed: every gap num-users/qps; exp:\n"
+    "  exponential gaps of that mean, irregular returns)  --seed N (1: the exp draws)\n"
     "hardware and model:\n"
     "  --profile NAME|PATH (h200-pcie5)  --profile-dir DIR (tools/profiles)\n"
     "  --model llama-3.1-8b|llama-3.1-70b|qwen2.5-7b (llama-3.1-8b)  --tp N (1)\n"
@@ -44,9 +45,9 @@ const char kUsage[] =
     "systems:\n"
     "  --systems LIST (all: hbm-only,uvm-default,explicit-offload,kvtier:lru,kvtier:lfu-aging,\n"
     "                  kvtier:s3fifo,kvtier:cost-aware,kvtier:hints,oracle)\n"
-    "  --hints-policy NAME (cost-aware: the base policy of kvtier:hints; or kvtier:hints+NAME)\n"
+    "  --hints-policy NAME (predictive: the base policy of kvtier:hints; or kvtier:hints+NAME)\n"
     "kvtier settings (runtime defaults):\n"
-    "  --page-size SIZE (2M)  --tick-ms N (10)  --link-share PCT (100: of the profile's link,\n"
+    "  --page-size SIZE (64K)  --tick-ms N (10)  --link-share PCT (100: of the profile's link,\n"
     "  each way, per tick)  --move-bytes-per-tick SIZE (0: no cap beyond the link)\n"
     "  --high-watermark PCT (90)  --low-watermark PCT (75)\n"
     "  --oversubscribe F (1: the engine's pool adds F x the host (+ disk) budget)\n"
@@ -170,7 +171,15 @@ Status Parse(int argc, char** argv, Cli* cli) {
       st = num(&w.time_s);
     else if (flag == "--warmup")
       st = num(&w.warmup_s);
-    else if (flag == "--question-len")
+    else if (flag == "--think-time") {
+      if (v != "fixed" && v != "exp")
+        return Status::Errorf("--think-time %s: use fixed or exp", v.c_str());
+      o.workload.exponential_think_time = v == "exp";
+    } else if (flag == "--seed") {
+      int seed = 0;
+      st = integer(&seed, 0);
+      o.workload.seed = static_cast<uint64_t>(seed);
+    } else if (flag == "--question-len")
       st = integer(&w.question_len, 1);
     else if (flag == "--init-user-id")
       st = integer(&w.init_user_id, 0);

@@ -32,6 +32,13 @@ struct Svg {
     fprintf(f, "<text x='%.1f' y='%.1f' font-size='%d' text-anchor='%s'>%s</text>\n", x, y, size,
             anchor, Escape(s).c_str());
   }
+  // Text read bottom to top, centred on (x, y): a y-axis label.
+  void VText(double x, double y, const std::string& s, int size = 12) {
+    fprintf(f,
+            "<text x='%.1f' y='%.1f' font-size='%d' text-anchor='middle' "
+            "transform='rotate(-90 %.1f %.1f)'>%s</text>\n",
+            x, y, size, x, y, Escape(s).c_str());
+  }
   void Line(double x1, double y1, double x2, double y2, const char* color, double width = 1) {
     fprintf(f, "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='%s' stroke-width='%.1f'/>\n",
             x1, y1, x2, y2, color, width);
@@ -79,7 +86,7 @@ Status WriteTtftCdfSvg(const std::string& path, const std::vector<SystemResult>&
   s.Line(l, t + ph, l + pw, t + ph, "black");
   s.Line(l, t, l, t + ph, "black");
   s.Text(l + pw / 2, h - 15, "time to first token (log scale)", "middle");
-  s.Text(18, t + ph / 2, "requests", "middle");
+  s.VText(22, t + ph / 2, "share of requests");
   for (size_t i = 0; i < results.size(); ++i) {
     std::vector<double> v;
     for (const RequestRow& row : results[i].rows) {

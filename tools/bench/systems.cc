@@ -11,38 +11,12 @@
 #include "policies/s3fifo.h"
 #include "runtime/policy.h"
 #include "tools/bench/kv_backends.h"
-#include "tools/bench/oracle_policy.h"
 
 namespace kvtier::bench {
 namespace {
 
 constexpr const char* kKvtier = "kvtier:";
 constexpr const char* kHints = "hints";
-
-// The oracle's view of the future: the workload's schedule and the engine's
-// block tables.
-class OracleFuture : public FutureSource {
- public:
-  explicit OracleFuture(const Workload* workload) : workload_(workload) {}
-  void set_engine(const EngineModel* engine) { engine_ = engine; }
-  uint64_t epoch() const override { return engine_ ? engine_->epoch() : 0; }
-  void Sessions(double now_s, std::vector<OracleSession>* out) override {
-    out->clear();
-    if (!engine_) return;
-    for (int s : engine_->SessionsWithKv()) {
-      OracleSession os;
-      // Queued requests run in queue order: the order is what Belady needs.
-      const int position = engine_->QueuePosition(s);
-      os.next_use_s = position >= 0 ? now_s + position * 1e-3 : workload_->NextUse(s, now_s);
-      engine_->SessionPages(s, &os.pages);
-      out->push_back(std::move(os));
-    }
-  }
-
- private:
-  const Workload* workload_;
-  const EngineModel* engine_ = nullptr;
-};
 
 Result<std::unique_ptr<Policy>> MakeKvtierPolicy(const std::string& name, const BenchOptions& o) {
   TieringOptions to;
@@ -92,19 +66,20 @@ ModelCosts DeviceCosts(const BenchOptions& o, const Sizing& s, bool uvm) {
 
 std::vector<std::string> AllSystems() {
   return {"hbm-only",          "uvm-default",      "explicit-offload",
-          "kvtier:lru",        "kvtier:lfu-aging", "kvtier:s3fifo",
-          "kvtier:cost-aware", "kvtier:predictive", "kvtier:hints",    "oracle"};
+          "explicit-offload-layerwise",            "kvtier:lru",
+          "kvtier:lfu-aging",  "kvtier:s3fifo",    "kvtier:cost-aware",
+          "kvtier:predictive", "kvtier:predictive-off", "kvtier:hints", "oracle"};
 }
 
 Status CheckSystemName(const std::string& name) {
   if (name == "hbm-only" || name == "uvm-default" || name == "explicit-offload" ||
-      name == "oracle") {
+      name == "explicit-offload-layerwise" || name == "oracle") {
     return Status::Ok();
   }
   if (name.rfind(kKvtier, 0) == 0 && name.size() > 7) return Status::Ok();
   return Status::Errorf(
       "--systems: unknown system '%s' (use hbm-only, uvm-default, "
-      "explicit-offload, kvtier:<policy>, kvtier:hints[+<policy>], oracle)",
+      "explicit-offload[-layerwise], kvtier:<policy>, kvtier:hints[+<policy>], oracle)",
       name.c_str());
 }
 
@@ -140,26 +115,29 @@ Result<SystemResult> RunSystem(const std::string& name, const BenchOptions& o) {
   const auto wall0 = std::chrono::steady_clock::now();
 
   Workload workload(o.workload);
-  OracleFuture future(&workload);
   std::unique_ptr<KvBackend> backend;
   uint64_t pool_blocks = 0;
-  if (name == "hbm-only" || name == "explicit-offload") {
+  if (name == "hbm-only" || name == "oracle") {
+    // The oracle is the limit: the oversubscribed pool's prefixes, every
+    // block on the device when a kernel needs it, at no transfer cost.
+    pool_blocks = name == "oracle" ? s.kvtier_pool_blocks : s.hbm_pool_blocks;
+    backend = std::make_unique<HbmBackend>(o.engine, pool_blocks);
+  } else if (name.rfind("explicit-offload", 0) == 0) {
     pool_blocks = s.hbm_pool_blocks;
-    if (name == "hbm-only") {
-      backend = std::make_unique<HbmBackend>(o.engine, pool_blocks);
-    } else {
-      backend = std::make_unique<OffloadBackend>(
-          o.engine, pool_blocks, static_cast<uint64_t>(s.host_budget_bytes),
-          o.profile.host_link_bps, o.workload.shared_system_prompt / o.engine.block_tokens);
-    }
+    OffloadConfig c;
+    c.cpu_bytes = static_cast<uint64_t>(s.host_budget_bytes);
+    c.disk_bytes = static_cast<uint64_t>(s.disk_budget_bytes);
+    c.link_bps = o.profile.host_link_bps;
+    c.ssd_read_bps = o.profile.ssd_read_bps;
+    c.ssd_write_bps = o.profile.ssd_write_bps;
+    c.layerwise = name == "explicit-offload-layerwise";
+    c.shared_blocks = o.workload.shared_system_prompt / o.engine.block_tokens;
+    backend = std::make_unique<OffloadBackend>(o.engine, pool_blocks, c);
   } else {
     const bool uvm = name == "uvm-default";
     std::unique_ptr<Policy> policy;
     bool hints = false;
-    if (name == "oracle") {
-      policy = std::make_unique<OraclePolicy>(&future, o.tick.tick_ns, o.profile.host_link_bps,
-                                              o.profile.host_link_bps);
-    } else if (!uvm) {
+    if (!uvm) {
       std::string policy_name = name.substr(7);
       if (policy_name.rfind(kHints, 0) == 0) {
         hints = true;
@@ -170,14 +148,9 @@ Result<SystemResult> RunSystem(const std::string& name, const BenchOptions& o) {
       if (!made.ok()) return made.status();
       policy = std::move(made).value();
     }
-    TickEngineConfig tick = o.tick;
-    if (name == "oracle") {  // the limit: only the link bounds it
-      tick.mover.cap_bytes = 0;
-      tick.mover.share_pct = 100;
-    }
     pool_blocks = uvm ? s.uvm_pool_blocks : s.kvtier_pool_blocks;
     auto paged = std::make_unique<PagedBackend>(o.engine, DeviceCosts(o, s, uvm), pool_blocks,
-                                                o.page_size, std::move(policy), tick, hints);
+                                                o.page_size, std::move(policy), o.tick, hints);
     Status init = paged->Init();
     if (!init.ok()) return init;
     backend = std::move(paged);
@@ -189,7 +162,6 @@ Result<SystemResult> RunSystem(const std::string& name, const BenchOptions& o) {
         s.device_kv_bytes * o.tick.high_watermark / 100 / o.engine.kv_bytes_per_token();
   }
   EngineModel engine(engine_config, backend.get(), o.workload.shared_system_prompt);
-  future.set_engine(&engine);
 
   SystemResult result;
   result.name = name;

@@ -34,14 +34,14 @@ struct BenchOptions {
   HardwareProfile profile;
   EngineConfig engine;
   WorkloadConfig workload;
-  size_t page_size = 2u << 20;  // KVTIER_PAGE_SIZE
+  size_t page_size = 64u << 10;  // KVTIER_PAGE_SIZE
   TickEngineConfig tick;  // the runtime's defaults; the mover's link figures come from the profile
   double oversubscribe = 1.0;    // share of host (+disk) budgets added to the pool
   double host_budget_bytes = 0;  // 0: half the host memory (KVTIER_HOST_BUDGET=0)
   double disk_budget_bytes = 0;  // 0: no disk tier (KVTIER_DISK_BUDGET=0)
   // Base policy of kvtier:hints: one that makes room for hinted pages (lru
   // only promotes into free room below the high watermark).
-  std::string hints_policy = "cost-aware";
+  std::string hints_policy = "predictive";
   // Paged systems admit a request only while the running requests' KV fits
   // the device below its high watermark (as an operator sizes max_num_seqs
   // for HBM); false: only the oversubscribed pool limits the running set.

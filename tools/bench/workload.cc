@@ -23,11 +23,24 @@ Workload::Workload(const WorkloadConfig& config) : config_(config) {
   }
 }
 
+double Workload::ThinkTime(int user_id, int question_id) const {
+  if (!config_.exponential_think_time) return gap_;
+  // SplitMix64 of (seed, user, round): a uniform draw in (0, 1).
+  uint64_t z = config_.seed * 0x9E3779B97F4A7C15ull + (uint64_t(uint32_t(user_id)) << 32) +
+               uint32_t(question_id) + 0x632BE59BD9B4E019ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  const double u = (static_cast<double>(z >> 11) + 0.5) / 9007199254740992.0;
+  return -std::log(u) * gap_;
+}
+
 void Workload::CreateSession(int question_id, double last_launch) {
   Session s;
   s.user_id = next_user_++;
   s.question_id = question_id;
   s.last_launch = last_launch;
+  s.gap = ThinkTime(s.user_id, question_id);
   s.started = last_launch > -kNever;
   sessions_.push_back(s);
   if (!Done(sessions_.back())) active_.push_back(static_cast<int>(sessions_.size()) - 1);
@@ -45,7 +58,7 @@ int64_t Workload::LaunchTick(const Session& s) const {
   if (s.unfinished || Done(s)) return kNeverTick;
   if (!s.started) return next_tick_;
   // The first tick t with t - last_launch > gap.
-  return static_cast<int64_t>(std::floor((s.last_launch + gap_) / kLoopTick + 1e-9)) + 1;
+  return static_cast<int64_t>(std::floor((s.last_launch + s.gap) / kLoopTick + 1e-9)) + 1;
 }
 
 int64_t Workload::JoinTick() const {
@@ -96,6 +109,7 @@ void Workload::StepAt(int64_t tick, std::vector<Launch>* out) {
     s.started = true;
     s.unfinished = true;
     s.last_launch = now;
+    s.gap = ThinkTime(s.user_id, s.question_id);
     s.context_tokens = l.prompt_tokens;  // the answer is added when it arrives
     out->push_back(l);
   }

@@ -6,7 +6,9 @@
 // num_rounds requests; a new user joins every session_length / num_users
 // seconds, and at start a ramp-up creates num_users sessions at staggered
 // points of their conversations (their first prompt carries no earlier
-// answers, as in the script). Round 1's prompt is the shared system prompt,
+// answers, as in the script). With --think-time exp a user's gaps are
+// exponential with the same mean instead (irregular returns). Round 1's
+// prompt is the shared system prompt,
 // the user's own history and a question; each later round appends the
 // previous answer and a new question.
 // Measurement: requests launched in [warmup, warmup + time] are measured.
@@ -34,6 +36,11 @@ struct WorkloadConfig {
   int question_len = 20;  // tokens of a round's question
   int init_user_id = 0;
   bool strict_concurrent_users = false;  // --enforce-strict-concurrent-users
+  // A user's think time before its next request: LMBenchmark's fixed gap
+  // (num_users / qps), or exponential with that mean (--think-time exp),
+  // drawn per user and round from `seed`, so every system sees one trace.
+  bool exponential_think_time = false;
+  uint64_t seed = 1;
 };
 
 struct Launch {
@@ -79,7 +86,10 @@ class Workload {
     bool started = false;
     bool unfinished = false;
     int context_tokens = 0;  // prompt + answer of the last request; 0 = empty history
+    double gap = 0;          // think time before its next request
   };
+  // The think time after round `question_id` of `user_id`.
+  double ThinkTime(int user_id, int question_id) const;
   int64_t TickOf(double t) const;
   // First loop tick at which `s` may launch (kNeverTick if it never will).
   int64_t LaunchTick(const Session& s) const;
