@@ -22,6 +22,7 @@ PredictivePolicy::Place& PredictivePolicy::PlaceOf(GroupId g) {
 PredictivePolicy::Set* PredictivePolicy::SetOf(const Place& p) {
   switch (p.where) {
     case Where::kDevice:
+      if (!p.idle) return &dev_active_;
       return p.trusted ? &dev_trusted_ : &dev_lru_;
     case Where::kAway:
       return p.trusted ? &away_trusted_ : &away_lru_;
@@ -44,8 +45,9 @@ void PredictivePolicy::Rank(GroupId g, Where where, uint32_t now) {
   uint32_t next = 0;
   p.trusted = options_.predict && p.misses < 2 && groups_.Trusted(group) &&
               groups_.PredictNext(group, now, &next);
-  p.key = p.trusted ? next : group.last_active;
   p.where = where;
+  p.idle = where == Where::kDevice && Idle(g, now);
+  p.key = p.trusted && (p.idle || where == Where::kAway) ? next : group.last_active;
   SetOf(p)->insert({p.key, g});
 }
 
@@ -87,6 +89,11 @@ void PredictivePolicy::Probe(Plan& plan) {
       continue;
     }
     if (!pressure) break;  // probe later, if memory gets tight
+    if (now - tick >= options_.idle_ticks) {  // idle long enough: no probe needed
+      Rank(g, Where::kDevice, now);
+      recent_.pop_front();
+      continue;
+    }
     Region* r;
     uint32_t page;
     if (MarkerPage(g, &r, &page) && TierOf(*r, page) == Tier::kDevice && Movable(r->pages[page])) {
@@ -102,6 +109,7 @@ void PredictivePolicy::Probe(Plan& plan) {
       groups_.SetMarker(g, PageKey(r->id, page));
     }
     place_[g].probed = now;
+    probes_.emplace_back(now + options_.probe_ticks, g);
     recent_.pop_front();
   }
   if (recent_.size() > (1u << 16)) recent_.pop_front();
@@ -110,10 +118,10 @@ void PredictivePolicy::Probe(Plan& plan) {
 GroupId PredictivePolicy::PickVictim(const Set& trusted, const Set& lru, uint32_t now,
                                      bool for_prefetch, uint32_t due, bool skip_spilled,
                                      bool desperate) const {
+  // The sets hold device groups known idle only (and off-device ones).
   auto eligible = [&](GroupId g) {
     const Place& p = place_[g];
-    return p.queued == 0 && !(skip_spilled && p.spilled) && Idle(g, now) &&
-           g != groups_.shared();
+    return p.queued == 0 && !(skip_spilled && p.spilled) && g != groups_.shared();
   };
   GroupId t = kNoGroup, l = kNoGroup;
   uint64_t t_next = 0;
@@ -139,21 +147,14 @@ GroupId PredictivePolicy::PickVictim(const Set& trusted, const Set& lru, uint32_
   if (t != kNoGroup && (l == kNoGroup || t_next > now + population / 2)) return t;
   if (l != kNoGroup || t != kNoGroup || !desperate) return l != kNoGroup ? l : t;
   // No group is known idle, and the engine waits on a fault: the group with
-  // the oldest evidence goes, unless it has some in this burst of faults
+  // the oldest evidence goes, unless it has some within desperate_ticks
   // (the driver would evict blindly otherwise, while the kernel waits).
-  GroupId oldest = kNoGroup;
-  for (const Set* set : {&trusted, &lru}) {
-    for (const auto& [key, g] : *set) {
-      const Place& p = place_[g];
-      const uint32_t last = groups_.group(g).last_active;
-      if (p.queued || g == groups_.shared() || (skip_spilled && p.spilled) ||
-          now - last <= options_.desperate_ticks) {
-        continue;
-      }
-      if (oldest == kNoGroup || last < groups_.group(oldest).last_active) oldest = g;
-    }
+  for (const auto& [last, g] : dev_active_) {
+    if (now - last <= options_.desperate_ticks) break;  // oldest first: the rest are newer
+    const Place& p = place_[g];
+    if (p.queued == 0 && g != groups_.shared()) return g;
   }
-  return oldest;
+  return kNoGroup;
 }
 
 void PredictivePolicy::CheckMisses(uint32_t now) {
@@ -274,8 +275,12 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
   if (place_.size() < groups_.capacity()) place_.resize(groups_.capacity());
   for (GroupId g : groups_.touched()) {
     recent_.emplace_back(now, g);
-    // Faulting back while still in use (no new visit): its pages return.
-    if (PlaceOf(g).where == Where::kAway && g != evicting_) Rank(g, Where::kDevice, now);
+    // Faulting back while still in use (no new visit): its pages return. A
+    // group ranked idle is in use again.
+    const Place& p = PlaceOf(g);
+    if ((p.where == Where::kAway && g != evicting_) || (p.where == Where::kDevice && p.idle)) {
+      Rank(g, Where::kDevice, now);
+    }
   }
   for (GroupId g : groups_.TakeFreed()) {
     Drop(g);
@@ -296,6 +301,14 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
     OnVisit(v, now);
     if (groups_.Alive(v.group)) recent_.emplace_back(groups_.group(v.group).last_active, v.group);
   }
+  // Probes whose window passed without a fault: those groups are idle.
+  while (!probes_.empty() && probes_.front().first <= now) {
+    const GroupId g = probes_.front().second;
+    probes_.pop_front();
+    if (groups_.Alive(g) && place_[g].where == Where::kDevice && !place_[g].idle && Idle(g, now)) {
+      Rank(g, Where::kDevice, now);
+    }
+  }
   if (options_.predict) {
     CheckMisses(now);
     // What the population teaches (a regular interval, or a new one) can
@@ -304,7 +317,7 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
       last_rerank_ = now;
       const bool moved = groups_.population_version() != ranked_version_;
       ranked_version_ = groups_.population_version();
-      for (Set* set : {&dev_lru_, &away_lru_, &dev_trusted_, &away_trusted_}) {
+      for (Set* set : {&dev_lru_, &dev_active_, &away_lru_, &dev_trusted_, &away_trusted_}) {
         if (!moved && (set == &dev_trusted_ || set == &away_trusted_)) continue;
         std::vector<GroupId> ids;
         for (const auto& [key, g] : *set) ids.push_back(g);

@@ -90,6 +90,7 @@ class PredictivePolicy : public Policy {
     size_t begin = 0;    // first slot of the class being walked
     uint32_t layer = 0;  // sibling index
     size_t i = 0;        // slot index
+    size_t end = 0;      // one past the class's last slot, when found
     void Reset() { *this = Cursor{}; }
   };
   struct Place {
@@ -100,6 +101,7 @@ class PredictivePolicy : public Policy {
     bool armed = false;   // prefetched with its marker left out
     bool spilled = false; // its host pages went to disk
     bool left_behind = false;  // its demotion skipped pages it could not move
+    bool idle = false;    // ranked as idle (a victim candidate) when last ranked
     uint32_t misses = 0;  // predicted returns that did not come, in a row
     uint32_t due = 0;     // predicted use of the prefetch under way
     uint32_t probed = 0;  // tick its probe page was demoted (0: none)
@@ -166,7 +168,11 @@ class PredictivePolicy : public Policy {
   AccessGroups groups_;
   RegionIndex index_;
   std::vector<Place> place_;  // by GroupId
-  Set dev_trusted_, dev_lru_, away_trusted_, away_lru_;
+  // Device groups known idle (the victim candidates), by prediction or by
+  // last use; device groups not known idle, by last evidence; off-device
+  // groups, the same two ways. A tick looks at the front of a set only.
+  Set dev_trusted_, dev_lru_, dev_active_, away_trusted_, away_lru_;
+  std::deque<std::pair<uint32_t, GroupId>> probes_;  // (window end, group) of probes out
   struct Signal1 {
     RegionId region;
     uint32_t page;
@@ -204,8 +210,17 @@ bool PredictivePolicy::Walk(GroupId id, Fn&& fn) {
   Cursor& c = PlaceOf(id).cursor;
   while (c.begin < g.slots.size()) {
     const RegionId first = KeyRegion(g.slots[c.begin]);
-    size_t end = c.begin;
-    while (end < g.slots.size() && KeyRegion(g.slots[end]) == first) ++end;
+    // The class's end is found once per class, not once per call: a walk
+    // that stops after every page would otherwise cost the class's size
+    // each time. It is found again if the slots changed under the cursor.
+    const bool end_holds = c.end > c.begin && c.end <= g.slots.size() &&
+                           KeyRegion(g.slots[c.end - 1]) == first &&
+                           (c.end == g.slots.size() || KeyRegion(g.slots[c.end]) != first);
+    if (!end_holds) {
+      c.end = c.begin;
+      while (c.end < g.slots.size() && KeyRegion(g.slots[c.end]) == first) ++c.end;
+    }
+    const size_t end = c.end;
     static const std::vector<Region*> kNoRegions;
     Region* head = index_.Find(first);
     const std::vector<Region*>& layers = head ? index_.Siblings(head->size) : kNoRegions;
