@@ -101,11 +101,7 @@ void PredictivePolicy::Probe(Plan& plan) {
       // keep the policy from learning what is idle).
       if (plan.demand_down_left < r->page_size) return;
       // First in the mover's order: the probe's window starts now.
-      plan.out->moves.push_back({r->id, page, Tier::kHost, MoveClass::kDemand});
-      plan.down_left -= std::min<uint64_t>(plan.down_left, r->page_size);
-      plan.demand_down_left -= std::min<uint64_t>(plan.demand_down_left, r->page_size);
-      plan.dev_used -= std::min<uint64_t>(plan.dev_used, r->page_size);
-      plan.host_used += r->page_size;
+      PlanDemotion(plan, *r, page, MoveClass::kDemand);
       groups_.SetMarker(g, PageKey(r->id, page));
     }
     place_[g].probed = now;
@@ -344,6 +340,7 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
     while (plan.dev_used > dev.low && DemoteOne(plan, MoveClass::kDemote)) {
     }
   }
+  plan.demand = false;
   while (!cold_.empty()) {
     const uint64_t key = cold_.front();
     Region* r = index_.Find(KeyRegion(key));
@@ -351,10 +348,7 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
       const PageRecord& rec = r->pages[KeyPage(key)];
       if (TierOf(*r, KeyPage(key)) == Tier::kDevice && Movable(rec)) {
         if (!CanDemote(plan, r->page_size)) break;
-        out->moves.push_back({r->id, KeyPage(key), Tier::kHost, MoveClass::kDemote});
-        plan.down_left -= r->page_size;
-        plan.demand_down_left -= std::min<uint64_t>(plan.demand_down_left, r->page_size);
-        plan.host_used += r->page_size;
+        PlanDemotion(plan, *r, KeyPage(key), MoveClass::kDemote);
       }
     }
     cold_.pop_front();

@@ -158,6 +158,7 @@ class PredictivePolicy : public Policy {
   // `populate`: a never-touched page too (placed on the device, no copy).
   Step PromotePage(Plan& plan, const Region& r, uint32_t page, MoveClass why, bool populate);
   bool DemoteOne(Plan& plan, MoveClass why);
+  void PlanDemotion(Plan& plan, const Region& r, uint32_t page, MoveClass why);
   Step PromoteGroup(Plan& plan, GroupId g, MoveClass why, bool leave_marker);
   bool CanDemote(const Plan& plan, uint64_t bytes) const;
   void Demand(Plan& plan);

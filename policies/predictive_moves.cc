@@ -31,11 +31,7 @@ bool PredictivePolicy::DemoteOne(Plan& plan, MoveClass why) {
           blocked = true;
           return false;
         }
-        plan.out->moves.push_back({r.id, page, Tier::kHost, why});
-        plan.down_left -= std::min<uint64_t>(plan.down_left, r.page_size);
-        plan.demand_down_left -= std::min<uint64_t>(plan.demand_down_left, r.page_size);
-        plan.dev_used -= std::min<uint64_t>(plan.dev_used, r.page_size);
-        plan.host_used += r.page_size;
+        PlanDemotion(plan, r, page, why);
         demoted = true;
         return false;  // one page; the cursor stays past it
       });
@@ -66,6 +62,14 @@ bool PredictivePolicy::DemoteOne(Plan& plan, MoveClass why) {
     place_[evicting_].armed = false;
     place_[evicting_].left_behind = false;
   }
+}
+
+void PredictivePolicy::PlanDemotion(Plan& plan, const Region& r, uint32_t page, MoveClass why) {
+  plan.out->moves.push_back({r.id, page, Tier::kHost, why});
+  plan.down_left -= std::min<uint64_t>(plan.down_left, r.page_size);
+  plan.demand_down_left -= std::min<uint64_t>(plan.demand_down_left, r.page_size);
+  plan.dev_used -= std::min<uint64_t>(plan.dev_used, r.page_size);
+  plan.host_used += r.page_size;
 }
 
 PredictivePolicy::Step PredictivePolicy::PromotePage(Plan& plan, const Region& r, uint32_t page,
