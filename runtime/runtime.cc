@@ -323,6 +323,13 @@ void Runtime::OnDriverEviction(Region& region, uint32_t page) {
   Signal s{SignalKind::kEvicted, region.id, page, 1, NowNs()};
   s.from = Tier::kDevice;
   PushSignal(s);
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (!tick_early_) {
+      tick_early_ = true;
+      stop_cv_.notify_one();
+    }
+  }
   if (stats_) {
     static std::atomic<uint64_t> reported{0};
     // One event per 64 evictions keeps the event list readable.
@@ -374,12 +381,19 @@ void Runtime::Tick() {
 void Runtime::PolicyLoop() {
   pthread_setname_np(pthread_self(), "kvtier-policy");
   std::unique_lock<std::mutex> lock(stop_mu_);
-  auto period = std::chrono::milliseconds(options_.tick_ms);
+  // Ticks start every period, however long one takes (a late one starts at
+  // once, and the next a period later: no burst to catch up), and early
+  // when the device had to evict a page itself.
+  const auto period = std::chrono::milliseconds(options_.tick_ms);
+  auto next = std::chrono::steady_clock::now() + period;
   while (!stopping_) {
-    stop_cv_.wait_for(lock, period, [this] { return stopping_; });
+    stop_cv_.wait_until(lock, next, [this] { return stopping_ || tick_early_; });
     if (stopping_) break;
+    tick_early_ = false;
     lock.unlock();
+    const auto start = std::chrono::steady_clock::now();
     Tick();
+    next = std::max(next + period, start);
     lock.lock();
   }
 }

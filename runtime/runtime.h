@@ -116,6 +116,9 @@ class Runtime : public DeviceEvents {
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;  // guarded by stop_mu_
+  // The device evicted a page itself (it was full at a fault): the policy
+  // ticks now rather than at its next period. Guarded by stop_mu_.
+  bool tick_early_ = false;
   std::atomic<bool> shut_down_{false};
   std::thread policy_thread_;
 };
