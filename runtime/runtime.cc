@@ -383,15 +383,22 @@ void Runtime::PolicyLoop() {
   std::unique_lock<std::mutex> lock(stop_mu_);
   // Ticks start every period, however long one takes (a late one starts at
   // once, and the next a period later: no burst to catch up), and early
-  // when the device had to evict a page itself.
+  // when the device had to evict a page itself, though not within a fifth
+  // of a period of the last: evictions come in bursts.
   const auto period = std::chrono::milliseconds(options_.tick_ms);
-  auto next = std::chrono::steady_clock::now() + period;
+  const auto min_gap = std::max<std::chrono::steady_clock::duration>(
+      period / 5, std::chrono::milliseconds(1));
+  auto start = std::chrono::steady_clock::now();
+  auto next = start + period;
   while (!stopping_) {
     stop_cv_.wait_until(lock, next, [this] { return stopping_ || tick_early_; });
+    if (!stopping_ && tick_early_) {
+      stop_cv_.wait_until(lock, std::min(next, start + min_gap), [this] { return stopping_; });
+    }
     if (stopping_) break;
     tick_early_ = false;
     lock.unlock();
-    const auto start = std::chrono::steady_clock::now();
+    start = std::chrono::steady_clock::now();
     Tick();
     next = std::max(next + period, start);
     lock.lock();
