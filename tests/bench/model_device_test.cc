@@ -153,6 +153,30 @@ TEST(ModelDevice, SpillAndRestoreFromDisk) {
   EXPECT_EQ(d.disk_used_bytes(), 0u);
 }
 
+TEST(ModelDevice, SsdLatencyIsPerTwoMibOfIoNotPerPage) {
+  // 64 KiB pages pay a 32nd of the 2 MiB request's setup each: spilling and
+  // restoring 32 of them costs what one 2 MiB page does.
+  constexpr size_t kSmall = 64 << 10;
+  ModelCosts c = Costs(64);
+  c.ssd_latency_ns = 64'000;
+  ModelDevice d(c, nullptr);
+  RegionPtr r = d.CreateRegion(1, 32 * kSmall, kSmall, "t").value();
+  std::vector<uint32_t> pages(32);
+  for (uint32_t i = 0; i < 32; ++i) pages[i] = i;
+  (void)d.Touch(*r, pages.data(), pages.size());
+  for (uint32_t p : pages) ASSERT_TRUE(d.Demote(*r, p).ok());
+  d.AdvanceTo(d.now_ns() + 10 * kCopyNs);
+  const uint64_t before = d.now_ns();
+  for (uint32_t p : pages) ASSERT_TRUE(d.Spill(*r, p).ok());
+  // 32 writes of 64 KiB at 1 GB/s, 2'000 ns of setup each.
+  const uint64_t write_ns = 32 * (2'000 + 65'536);
+  d.AdvanceTo(before + write_ns - 1);
+  EXPECT_EQ(TierOf(*r, 31), Tier::kHost);  // the last write is still on its way
+  d.AdvanceTo(before + write_ns);
+  EXPECT_EQ(TierOf(*r, 31), Tier::kDisk);
+  EXPECT_EQ(d.disk_used_bytes(), 32 * kSmall);
+}
+
 TEST(ModelDevice, FaultLatencyIsPerVaBlockNotPerPage) {
   // 64 KiB pages: 32 share a 2 MiB VA block, and the driver services a
   // block's faults together, one service latency for all of them.

@@ -91,9 +91,15 @@ uint64_t ModelDevice::Transfer(uint64_t* channel_free, uint64_t start, uint64_t 
   return e;
 }
 
+uint64_t ModelDevice::SsdLatency(uint64_t bytes) const {
+  if (costs_.ssd_io_bytes == 0) return costs_.ssd_latency_ns;
+  return static_cast<uint64_t>(static_cast<double>(costs_.ssd_latency_ns) * bytes /
+                               costs_.ssd_io_bytes);
+}
+
 uint64_t ModelDevice::ReadFromDisk(uint64_t t, uint64_t bytes) {
   stats_.disk_read_bytes += bytes;
-  return Transfer(&ssd_free_, t, bytes, costs_.ssd_read_bps, costs_.ssd_latency_ns);
+  return Transfer(&ssd_free_, t, bytes, costs_.ssd_read_bps, SsdLatency(bytes));
 }
 
 void ModelDevice::NoteArrival(RegionState& rs, uint32_t page) {
@@ -319,8 +325,8 @@ Status ModelDevice::Spill(Region& region, uint32_t page) {
     return Status::Errorf("model device: disk tier full (%llu of %llu bytes)",
                           (unsigned long long)disk_used_, (unsigned long long)costs_.disk_bytes);
   }
-  uint64_t end = Transfer(&ssd_free_, std::max(now_, ps.ready_ns), b, costs_.ssd_write_bps,
-                          costs_.ssd_latency_ns);
+  uint64_t end =
+      Transfer(&ssd_free_, std::max(now_, ps.ready_ns), b, costs_.ssd_write_bps, SsdLatency(b));
   ps.op = Op::kSpill;
   ps.ready_ns = end;
   ++ps.stamp;
