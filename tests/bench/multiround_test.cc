@@ -46,6 +46,27 @@ std::map<std::string, SystemResult> RunAllSystems(const BenchOptions& o) {
   return out;
 }
 
+// The oracle is the limit: every cached prefix of the oversubscribed pool on
+// the device at no transfer cost. No system may beat it, in mean or p90.
+void ExpectNoSystemBeatsTheOracle(const std::map<std::string, SystemResult>& rs) {
+  const Summary oracle = Summarize(rs.at("oracle"));
+  ASSERT_GT(oracle.requests, 20u);
+  for (const auto& [name, r] : rs) {
+    SCOPED_TRACE(name);
+    const Summary s = Summarize(r);
+    EXPECT_GE(s.ttft_mean, oracle.ttft_mean * (1 - 1e-9));
+    EXPECT_GE(s.ttft_p90, oracle.ttft_p90 * (1 - 1e-9));
+  }
+}
+
+BenchOptions Oversubscribed() {
+  // 25 GB of "HBM": 4.4 GB left for KV, a quarter of 24 users' working set.
+  BenchOptions o = Options(25e9);
+  o.workload.num_users = 24;
+  o.workload.time_s = 40;
+  return o;
+}
+
 TEST(Multiround, WhenEverythingFitsInHbmTieringCostsNothing) {
   const auto rs = RunAllSystems(Options(141e9));
   const Summary hbm = Summarize(rs.at("hbm-only"));
@@ -66,11 +87,8 @@ TEST(Multiround, WhenEverythingFitsInHbmTieringCostsNothing) {
 }
 
 TEST(Multiround, WhenKvOutgrowsHbmPagedSystemsRecomputeOnlyFirstPrompts) {
-  // 25 GB of "HBM": 4.4 GB left for KV, a quarter of 24 users' working set.
-  BenchOptions o = Options(25e9);
-  o.workload.num_users = 24;
-  o.workload.time_s = 40;
-  const auto rs = RunAllSystems(o);
+  const auto rs = RunAllSystems(Oversubscribed());
+  ExpectNoSystemBeatsTheOracle(rs);
   const Summary hbm = Summarize(rs.at("hbm-only"));
   const Summary oracle = Summarize(rs.at("oracle"));
   EXPECT_GT(hbm.recomputed, 0.5);
@@ -98,6 +116,21 @@ TEST(Multiround, WhenKvOutgrowsHbmPagedSystemsRecomputeOnlyFirstPrompts) {
     EXPECT_GT(rs.at(name).moves.h2d_prefetch, 0u);
     EXPECT_LT(rs.at(name).moves.h2d_fault, rs.at("uvm-default").moves.h2d_fault * 2);
   }
+}
+
+TEST(Multiround, NoSystemBeatsTheOracleWithIrregularReturns) {
+  BenchOptions o = Oversubscribed();
+  o.workload.exponential_think_time = true;
+  o.workload.time_s = 20;
+  ExpectNoSystemBeatsTheOracle(RunAllSystems(o));
+}
+
+TEST(Multiround, NoSystemBeatsTheOracleWithADiskTier) {
+  BenchOptions o = Oversubscribed();
+  o.host_budget_bytes = 4e9;  // below the working set; the disk above it
+  o.disk_budget_bytes = 64e9;
+  o.workload.time_s = 20;
+  ExpectNoSystemBeatsTheOracle(RunAllSystems(o));
 }
 
 TEST(Multiround, SameTraceSameResult) {
