@@ -61,7 +61,7 @@ struct AccessGroupOptions {
   uint32_t episode_max_ticks = 5;
   uint32_t writer_ticks = 200;      // a session's new blocks come at most this far apart (2 s)
   uint32_t visit_gap_ticks = 1000;  // a visit starts after this long without evidence (10 s)
-  double trust_spread = 0.25;   // trusted when the error EWMA is below this share of the interval
+  double trust_spread = 0.15;   // trusted when the error EWMA is below this share of the interval
   double alpha = 0.5;           // weight of the newest interval in the EWMAs
 };
 
