@@ -118,7 +118,17 @@ TEST(Multiround, WhenKvOutgrowsHbmPagedSystemsRecomputeOnlyFirstPrompts) {
   }
 }
 
+// All twelve systems on an oversubscribed trace take minutes under the
+// sanitizers; the release suite runs these, and the sanitizers see the same
+// code paths in WhenKvOutgrowsHbmPagedSystemsRecomputeOnlyFirstPrompts.
+#if defined(__SANITIZE_ADDRESS__)
+#define SkipUnderSanitizers() GTEST_SKIP() << "too slow under AddressSanitizer"
+#else
+#define SkipUnderSanitizers() (void)0
+#endif
+
 TEST(Multiround, NoSystemBeatsTheOracleWithIrregularReturns) {
+  SkipUnderSanitizers();
   BenchOptions o = Oversubscribed();
   o.workload.exponential_think_time = true;
   o.workload.time_s = 20;
@@ -126,6 +136,7 @@ TEST(Multiround, NoSystemBeatsTheOracleWithIrregularReturns) {
 }
 
 TEST(Multiround, NoSystemBeatsTheOracleWithADiskTier) {
+  SkipUnderSanitizers();
   BenchOptions o = Oversubscribed();
   o.host_budget_bytes = 4e9;  // below the working set; the disk above it
   o.disk_budget_bytes = 64e9;
