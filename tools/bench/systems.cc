@@ -6,9 +6,6 @@
 #include <cmath>
 
 #include "policies/cost_aware.h"
-#include "policies/lfu_aging.h"
-#include "policies/predictive.h"
-#include "policies/s3fifo.h"
 #include "runtime/policy.h"
 #include "tools/bench/kv_backends.h"
 
@@ -19,15 +16,13 @@ constexpr const char* kKvtier = "kvtier:";
 constexpr const char* kHints = "hints";
 
 Result<std::unique_ptr<Policy>> MakeKvtierPolicy(const std::string& name, const BenchOptions& o) {
-  TieringOptions to;
-  if (name == "lfu-aging") return std::unique_ptr<Policy>(new LfuAgingPolicy(to));
-  if (name == "predictive-off") {  // the same policy with return prediction off
-    PredictiveOptions po;
-    po.predict = false;
-    return std::unique_ptr<Policy>(new PredictivePolicy(po));
+  if (name == "predictive-off") {  // KVTIER_POLICY=predictive KVTIER_PREDICT=0
+    PolicySettings off;
+    off.predict = false;
+    return MakePolicy("predictive", off);
   }
-  if (name == "s3fifo") return std::unique_ptr<Policy>(new S3FifoPolicy(to));
   if (name == "cost-aware") {
+    TieringOptions to;
     const HardwareProfile& p = o.profile;
     RestoreCosts c;
     c.host_ns_per_byte = 1e9 / p.fault_migration_bps;
