@@ -160,8 +160,14 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
       store_config.budget_bytes = options.disk_budget;
       store_config.page_size = options.page_size;
       auto store = SpillStore::Create(store_config, nullptr, &rt->counters_);
-      if (!store.ok()) return store.status().Annotate("KVTIER_DISK_DIR=" + options.disk_dir);
-      rt->store_ = std::move(store).value();
+      if (store.ok()) {
+        rt->store_ = std::move(store).value();
+      } else {
+        // The engine keeps running; only the disk tier is lost. Pages stay in
+        // device and host memory, as with KVTIER_DISK_BUDGET=0.
+        Log(0, "no disk tier: KVTIER_DISK_DIR=%s: %s; pages stay in device and host memory",
+            options.disk_dir.c_str(), store.status().message().c_str());
+      }
     }
     SimDeviceConfig config;
     config.store = rt->store_.get();
@@ -216,6 +222,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
       static_cast<unsigned long long>(options.page_size));
   if (options.verbose >= 1) DumpOptions(options, stderr);
   if (start_threads) rt->policy_thread_ = std::thread([r = rt.get()] { r->PolicyLoop(); });
+  rt->started_ = true;
   return rt;
 }
 
@@ -224,6 +231,9 @@ Runtime::Runtime(const Options& options, std::unique_ptr<Device> device)
 
 Runtime::~Runtime() {
   Shutdown();
+  // A runtime whose Create failed part way is destroyed here with some of
+  // its parts never made; it had no regions and no threads.
+  if (!device_) return;
   for (const RegionPtr& r : regions_.Snapshot()) {
     regions_.Remove(r->base);
     device_->DestroyRegion(*r);
@@ -407,6 +417,7 @@ void Runtime::PolicyLoop() {
 
 void Runtime::Shutdown() {
   if (shut_down_.exchange(true)) return;
+  if (!started_) return;  // Create failed: nothing ran, there is nothing to report
   {
     std::lock_guard<std::mutex> lock(stop_mu_);
     stopping_ = true;

@@ -120,6 +120,7 @@ class Runtime : public DeviceEvents {
   // ticks now rather than at its next period. Guarded by stop_mu_.
   bool tick_early_ = false;
   std::atomic<bool> shut_down_{false};
+  bool started_ = false;  // set as Create's last step: every part exists
   std::thread policy_thread_;
 };
 
