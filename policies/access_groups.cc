@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 namespace kvtier {
 
@@ -40,8 +41,7 @@ void AccessGroups::Assign(uint64_t slot, GroupId to) {
       if (s.group == shared_) shared_ = kNoGroup;
       if (s.group == writer_) writer_ = kNoGroup;
       old = AccessGroup{};
-      free_.push_back(s.group);
-      freed_.push_back(s.group);
+      freed_.push_back(s.group);  // reused once the caller took it (TakeFreed)
     }
   }
   s.group = to;
@@ -61,8 +61,11 @@ void AccessGroups::Compact(GroupId id) {
 }
 
 std::vector<GroupId> AccessGroups::TakeFreed() {
+  // Only now may NewGroup hand the ids out again: the caller drops what it
+  // kept for them first, and must never drop it for a new group's id.
   std::vector<GroupId> out;
   out.swap(freed_);
+  free_.insert(free_.end(), out.begin(), out.end());
   return out;
 }
 
@@ -73,6 +76,7 @@ bool AccessGroups::Regular() const {
 void AccessGroups::RecordVisit(GroupId id, uint32_t start) {
   AccessGroup& g = groups_[id];
   const uint32_t previous = g.visit;
+  g.prev_visit = previous;
   g.visit = start;
   ++g.visits;
   if (previous == 0 || start <= previous) return;
@@ -144,7 +148,10 @@ void AccessGroups::EndTick(uint32_t now, std::vector<EpisodeVisit>* visits) {
     if (std::find(touched_.begin(), touched_.end(), g) == touched_.end()) touched_.push_back(g);
     // Idle before this episode: its evidence here starts a visit.
     if (group.visits == 0 || now - group.last_active > options_.visit_gap_ticks) {
-      if (std::find(e.idle.begin(), e.idle.end(), g) == e.idle.end()) e.idle.push_back(g);
+      if (std::find(e.idle.begin(), e.idle.end(), g) == e.idle.end()) {
+        e.idle.push_back(g);
+        group.idle_since = group.last_active;
+      }
     }
     group.last_active = now;
     if (p.first_touch) {  // another layer of a block being written: in use
@@ -187,11 +194,14 @@ void AccessGroups::Close(uint32_t now, std::vector<EpisodeVisit>* visits) {
   }
   // Groups that come back together are one: a session written in pieces.
   // (Two sessions returning in one episode are split apart again when only
-  // one of them next returns, see Split.)
-  if (owner != kNoGroup) {
+  // one of them next returns, see Split.) A group present by its marker
+  // alone is a visit of its own (a session served from the device while
+  // another came back), never a piece of the owner.
+  auto came_back = [&](GroupId g) { return uint64_t{e.faults[g]} * 4 >= groups_[g].live; };
+  if (owner != kNoGroup && came_back(owner)) {
     uint32_t faulted = e.faults[owner];
     for (GroupId g : present) {
-      if (g == owner || g == shared_ || !idle(g)) continue;
+      if (g == owner || g == shared_ || !idle(g) || !came_back(g)) continue;
       faulted += e.faults[g];
       for (uint64_t key : std::vector<uint64_t>(groups_[g].slots)) {
         if (GroupOf(key) == g) Assign(key, owner);
@@ -210,13 +220,22 @@ void AccessGroups::Close(uint32_t now, std::vector<EpisodeVisit>* visits) {
   };
   // Faulting slots of groups that are not present follow the episode's
   // owner, else form a group of their own: a session coming back whose
-  // blocks sat in another group. A slot that keeps moving is shared.
+  // blocks sat in another group. A slot that keeps moving beside another
+  // session's return is shared. A move that is most of the episode is not
+  // counted: that is the session itself leaving a group it never was alone
+  // (a pool written all at once, sessions prefilled together).
   GroupId target = owner;
+  std::unordered_map<GroupId, size_t> leaving;
+  for (uint64_t key : e.faulted) {
+    const GroupId g = GroupOf(key);
+    if (g != kNoGroup && !stays(g) && g != target) ++leaving[g];
+  }
   for (uint64_t key : e.faulted) {
     const GroupId g = GroupOf(key);
     if (g == kNoGroup || stays(g) || g == target) continue;
     Slot& s = group_of_[key];
-    if (s.moves >= 1) {
+    const bool counted = leaving[g] * 2 < e.faulted.size();
+    if (counted && s.moves >= 1) {
       if (shared_ == kNoGroup) {
         shared_ = NewGroup();
         groups_[shared_].last_active = now;
@@ -225,7 +244,7 @@ void AccessGroups::Close(uint32_t now, std::vector<EpisodeVisit>* visits) {
       continue;
     }
     if (target == kNoGroup) target = NewGroup();
-    s.moves = 1;
+    if (counted) s.moves = 1;
     Assign(key, target);
   }
   // First touches: the episode's group, else the session being written (the
@@ -252,6 +271,8 @@ void AccessGroups::Close(uint32_t now, std::vector<EpisodeVisit>* visits) {
     writer_ = target;
     writer_last_ = now;
     writer_prefilling_ = burst;
+  }
+  if (target != kNoGroup && target != owner) {
     AccessGroup& t = groups_[target];
     t.last_active = std::max(t.last_active, e.last);
     if (t.visits == 0) {  // a new group: its first visit is its creation

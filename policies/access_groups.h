@@ -12,12 +12,17 @@
 //    return faults its slots within one (a step touches every layer within
 //    milliseconds). It is weighed when it closes.
 //  - A group with a quarter of its slots faulting in an episode, or its
-//    marker slot (see SetMarker), is present in it; present groups become
-//    one, the largest, which owns the episode (a visit, if it was idle). Faulting slots of groups that do not visit (a block another
-//    session took over, a block written while another session ran) move to
-//    the owner; a slot that moves twice is shared, like a system prompt every
-//    session reads, and goes to the shared group, which visits whenever its
-//    slots fault but owns no episode.
+//    marker slot (see SetMarker), is present in it; present groups that
+//    faulted a quarter of their slots become one, the largest, which owns
+//    the episode (a visit, if it was idle); one present by its marker alone
+//    visits on its own. Faulting slots of groups that do not visit (a block
+//    another session took over, a block written while another session ran)
+//    move to the owner, else to a new group, which visits; a slot that moves
+//    twice beside another session's return is shared, like a system prompt
+//    every session reads, and goes to the shared group, which visits
+//    whenever its slots fault but owns no episode. Slots that are most of
+//    the episode leaving one group (a session leaving a pool written at
+//    once, or sessions prefilled together) do not count as a move.
 //  - First touches join the owner, else the group being written (the one
 //    that owned an episode or took first touches last, within writer_ticks,
 //    each first touch of it keeping it so) if they are a trickle (a decode's
@@ -73,6 +78,8 @@ struct AccessGroup {
   uint64_t latest = 0;          // its slot with the latest evidence (one the engine reads)
   uint32_t visit = 0;           // tick the latest visit started (0: none yet)
   uint32_t last_active = 0;     // tick of its latest evidence
+  uint32_t idle_since = 0;      // its last_active when its latest visit began
+  uint32_t prev_visit = 0;      // the visit before the latest one
   uint32_t visits = 0;
   double interval = 0;  // EWMA of ticks between visits (0: fewer than two visits)
   double spread = 0;    // EWMA of |interval error|
@@ -112,12 +119,20 @@ class AccessGroups {
   // inherits g's history; returns it (kNoGroup if nothing moved).
   template <typename Keep>
   GroupId Split(GroupId g, Keep&& keep);
+  // After a visit of `g` that showed only part of it in use (two sessions
+  // written together): the slots for which `keep` is false leave for a new
+  // group, idle since before the visit; both forget their intervals (they
+  // were the other's too). Returns the new group (kNoGroup if none left).
+  template <typename Keep>
+  GroupId SplitOffAfterVisit(GroupId g, Keep&& keep);
   // Drops the group's intervals, keeping its latest visit: after a split
   // they were another session's too.
   void ForgetIntervals(GroupId id);
   // Sorts the group's list and drops its stale entries.
   void Compact(GroupId id);
-  // Groups freed since the last call.
+  // Groups freed since the last call. Their ids are handed out again only
+  // after this call, so a caller's state for an old group is dropped before
+  // a new group can have its id.
   std::vector<GroupId> TakeFreed();
 
   // The group's next use by its own or the population's interval, on or
@@ -129,7 +144,7 @@ class AccessGroups {
   double population_interval() const { return population_interval_; }
   // Changes whenever the population's interval moves by more than 5%.
   uint64_t population_version() const { return population_version_; }
-  size_t group_count() const { return groups_.size() - 1 - free_.size(); }
+  size_t group_count() const { return groups_.size() - 1 - free_.size() - freed_.size(); }
   // One more than the largest GroupId in use.
   size_t capacity() const { return groups_.size(); }
 
@@ -208,6 +223,22 @@ GroupId AccessGroups::Split(GroupId g, Keep&& keep) {
     Assign(key, fresh);
   }
   return fresh;
+}
+
+template <typename Keep>
+GroupId AccessGroups::SplitOffAfterVisit(GroupId g, Keep&& keep) {
+  const GroupId rest = Split(g, std::forward<Keep>(keep));
+  if (rest == kNoGroup) return kNoGroup;
+  AccessGroup& r = groups_[rest];
+  const AccessGroup& from = groups_[g];
+  r.last_active = from.idle_since;
+  r.visit = from.prev_visit;
+  r.visits = from.visits > 1 ? from.visits - 1 : 1;
+  r.marker = 0;
+  r.latest = r.slots.empty() ? 0 : r.slots.front();
+  ForgetIntervals(g);
+  ForgetIntervals(rest);
+  return rest;
 }
 
 }  // namespace kvtier

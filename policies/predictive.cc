@@ -11,6 +11,7 @@ namespace {
 constexpr uint32_t kWakeTicks = 50;     // re-check predictions this often when idle
 constexpr uint32_t kRerankTicks = 100;  // re-rank untrusted groups this often
 constexpr uint32_t kPopulateAhead = 32;  // blocks after a written one populated too
+constexpr size_t kMaxUnclaimed = size_t{1} << 20;  // populated blocks kept for reclaim
 
 }  // namespace
 
@@ -176,29 +177,37 @@ void PredictivePolicy::OnSignal(const Signal& s, const Region& region) {
 
 void PredictivePolicy::OnVisit(const EpisodeVisit& v, uint32_t now) {
   const GroupId g = v.group;
-  // Two sessions written together: only part of an off-device group came
-  // back, so the rest is another session's.
+  // Its faults ranked it on the device already (see Decide); returned_at
+  // says it was off it, not prefetched, when this visit's faults began.
   const Place& before = PlaceOf(g);
-  if (before.where == Where::kAway && !before.armed && evicting_ != g && v.faulted > 0 &&
+  const bool fresh = before.returned_at != 0 && before.returned_at >= groups_.group(g).visit;
+  const bool returning = (fresh || before.where == Where::kAway) && !before.armed;
+  // Two sessions written together: only part of an off-device group came
+  // back, so the rest is another session's. Its slots whose first-layer page
+  // is still off the device did not fault (a group's demotion takes the
+  // first layer first); those on the device faulted, or are resident and
+  // may be in use: they stay (so a group caught in its demotion keeps what
+  // is still on the device).
+  if (returning && v.faulted > 0 &&
       uint64_t{v.faulted} * 4 < uint64_t{groups_.group(g).live} * 3) {
-    const GroupId rest = groups_.Split(g, [&](uint64_t slot) {
+    const GroupId rest = groups_.SplitOffAfterVisit(g, [&](uint64_t slot) {
       Region* r = index_.Find(KeyRegion(slot));
       return r && KeyPage(slot) < r->pages.size() && TierOf(*r, KeyPage(slot)) == Tier::kDevice;
     });
-    if (rest != kNoGroup) {
-      groups_.ForgetIntervals(g);  // they were the other session's too
-      Rank(rest, Where::kAway, now);  // (may grow place_: p is fetched again)
-    }
+    // Ranked on the device: pages of its later layers may still be there,
+    // and a victim's walk skips what is not (may grow place_: p is fetched
+    // below).
+    if (rest != kNoGroup) Rank(rest, Where::kDevice, now);
   }
   Place& p = PlaceOf(g);
   p.misses = 0;
   p.armed = false;
   if (evicting_ == g) evicting_ = kNoGroup;
   if (spilling_ == g) spilling_ = kNoGroup;
-  const bool away = p.where == Where::kAway;
+  const bool away = returning;
   if (away) probe_all_ = true;  // a return: who else is still in use?
   Rank(g, Where::kDevice, now);
-  if (away) {
+  if (away && p.queued == 0) {
     ++p.queued;
     p.cursor.Reset();
     demand_.push_back(g);
@@ -222,6 +231,7 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
   // them on the device ahead saves their population faults.
   SlotBatch faulted, written;
   written.populate = true;
+  const bool populate_ahead = view.device().budget == 0 || view.device().used < view.device().low;
   std::vector<uint64_t> evicted;
   for (const Signal1& s : signals_) {
     Region* r = index_.Find(s.region);
@@ -234,11 +244,22 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
         groups_.OnEvidence(first, s.page, s.from == Tier::kUntouched);
         if (s.from == Tier::kHost || s.from == Tier::kDisk) faulted.slots.push_back(slot);
         if (s.from == Tier::kUntouched) {
-          // And the next few blocks: an allocator hands out a fresh pool in
-          // order, so they are the ones written next.
-          for (uint32_t d = 0; d <= kPopulateAhead && s.page + d < r->pages.size(); ++d) {
-            written.slots.push_back(PageKey(first.id, s.page + d));
+          // And, while the device is below its low watermark, the next few
+          // blocks: an allocator hands out a fresh pool in order, so they are
+          // the ones written next. Under pressure the room is worth more
+          // than their population faults. The engine writes a populated
+          // block without a fault, so no group may ever claim it: unclaimed_
+          // keeps them for reclaim (see DemoteUnclaimed).
+          const uint32_t ahead_blocks = populate_ahead ? kPopulateAhead : 0;
+          for (uint32_t d = 0; d <= ahead_blocks && s.page + d < r->pages.size(); ++d) {
+            const uint64_t ahead = PageKey(first.id, s.page + d);
+            written.slots.push_back(ahead);
+            if (d > 0 && groups_.GroupOf(ahead) == kNoGroup &&
+                TierOf(first, s.page + d) == Tier::kUntouched) {
+              unclaimed_.push_back(ahead);
+            }
           }
+          if (unclaimed_.size() > kMaxUnclaimed) unclaimed_.pop_front();
         }
         break;
       case SignalKind::kWillNeed:
@@ -271,10 +292,15 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
   if (place_.size() < groups_.capacity()) place_.resize(groups_.capacity());
   for (GroupId g : groups_.touched()) {
     recent_.emplace_back(now, g);
-    // Faulting back while still in use (no new visit): its pages return. A
-    // group ranked idle is in use again.
-    const Place& p = PlaceOf(g);
-    if ((p.where == Where::kAway && g != evicting_) || (p.where == Where::kDevice && p.idle)) {
+    // Faulting back: its pages return (the faulted slots now, the rest of
+    // the group when its visit is weighed, at the episode's close; returned_at
+    // keeps for that visit that it was off the device). A group ranked idle
+    // is in use again.
+    Place& p = PlaceOf(g);
+    if (p.where == Where::kAway && g != evicting_) {
+      if (!p.armed) p.returned_at = now;
+      Rank(g, Where::kDevice, now);
+    } else if (p.where == Where::kDevice && p.idle) {
       Rank(g, Where::kDevice, now);
     }
   }
@@ -284,13 +310,23 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
     if (evicting_ == g) evicting_ = kNoGroup;
     if (spilling_ == g) spilling_ = kNoGroup;
   }
-  // Pages the device evicted itself: their groups are off the device in
-  // part (prefetch and spill candidates) unless in use (they fault back).
+  // Pages the device evicted itself (it was full at a fault): a group not in
+  // use that lost one is the victim the policy was too slow to pick. It
+  // goes off the device whole (the next demotions walk it first), and so
+  // becomes a prefetch and spill candidate. Ranking it away with its other
+  // pages left on the device would hide them from every victim pick. A
+  // group in use faults its page back; so does any group while another
+  // victim is being walked.
   for (uint64_t slot : evicted) {
     const GroupId g = groups_.GroupOf(slot);
-    if (groups_.Alive(g) && PlaceOf(g).where == Where::kDevice && !InUse(g, now) &&
-        place_[g].queued == 0) {
+    if (evicting_ != kNoGroup && groups_.Alive(evicting_)) break;
+    if (groups_.Alive(g) && g != groups_.shared() && PlaceOf(g).where == Where::kDevice &&
+        !InUse(g, now) && place_[g].queued == 0) {
+      evicting_ = g;
       Rank(g, Where::kAway, now);
+      place_[g].cursor.Reset();
+      place_[g].armed = false;
+      place_[g].left_behind = false;
     }
   }
   for (const EpisodeVisit& v : visits_) {
@@ -304,6 +340,14 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
     if (groups_.Alive(g) && place_[g].where == Where::kDevice && !place_[g].idle && Idle(g, now)) {
       Rank(g, Where::kDevice, now);
     }
+  }
+  // Groups without evidence for idle_ticks are idle whether or not a probe
+  // asked (the oldest evidence is at the front): a victim pick must see them,
+  // or a group of long ago outstays every recently used one.
+  while (!dev_active_.empty() && now - dev_active_.begin()->first >= options_.idle_ticks) {
+    const GroupId g = dev_active_.begin()->second;
+    Rank(g, Where::kDevice, now);
+    if (!place_[g].idle) break;  // (cannot happen: Idle() holds by its age)
   }
   if (options_.predict) {
     CheckMisses(now);

@@ -7,11 +7,16 @@
 //  1. Demand. The slots that faulted come back in every layer, layer-major,
 //     at link speed (kDemand): the fault in the first layer brings the
 //     block of all the others before their kernels reach it. Hinted pages
-//     come first. A group that visits while off the device comes back whole.
-//     A block first touched in one layer is populated in the others (no
-//     copy), and so are the next few blocks (a fresh pool is handed out in
-//     order), into free room below the high watermark only: that saves
-//     their population faults.
+//     come first. A group that visits while off the device comes back whole
+//     once its visit is weighed (the episode's close). A block first touched
+//     in one layer is populated in the others (no copy), into free room
+//     below the high watermark only, and while the device is below its low
+//     watermark so are the next few blocks (a fresh pool is handed out in
+//     order): that saves their population faults. The
+//     engine writes a block populated ahead without a fault, so no group may
+//     ever claim it: under pressure such unclaimed blocks are the first
+//     victims, oldest first; a session that wrote one faults it when it next
+//     reads it, and so claims it.
 //  2. Prediction (KVTIER_PREDICT). Off-device groups whose return is trusted
 //     come back ahead of it (kPrefetch), soonest first: into free room below
 //     the low watermark, else in place of a group predicted to return later
@@ -43,6 +48,10 @@
 //  5. Spills take host pages of off-device groups in the same order when
 //     the host tier passes its high watermark, then pages the device
 //     evicted itself, oldest first.
+// A group that loses a page to the device's own eviction (it was full at a
+// fault) while not in use is the victim the policy was too slow to pick: it
+// goes off the device whole. Groups without evidence for idle_ticks become
+// victim candidates as they age, probed or not.
 // A predicted return that passes without a visit (an off-device group did
 // not fault; a prefetched group's marker did not) is a miss; two in a row
 // and the group is untrusted until it returns. COLD hints demote pages.
@@ -101,6 +110,7 @@ class PredictivePolicy : public Policy {
     bool armed = false;   // prefetched with its marker left out
     bool spilled = false; // its host pages went to disk
     bool left_behind = false;  // its demotion skipped pages it could not move
+    uint32_t returned_at = 0;  // tick it faulted while off the device, not prefetched
     bool idle = false;    // ranked as idle (a victim candidate) when last ranked
     uint32_t misses = 0;  // predicted returns that did not come, in a row
     uint32_t due = 0;     // predicted use of the prefetch under way
@@ -158,6 +168,9 @@ class PredictivePolicy : public Policy {
   // `populate`: a never-touched page too (placed on the device, no copy).
   Step PromotePage(Plan& plan, const Region& r, uint32_t page, MoveClass why, bool populate);
   bool DemoteOne(Plan& plan, MoveClass why);
+  // Demotes one device page of the oldest block populated ahead that no
+  // group claimed; false when there is none (or no budget).
+  bool DemoteUnclaimed(Plan& plan, MoveClass why);
   void PlanDemotion(Plan& plan, const Region& r, uint32_t page, MoveClass why);
   Step PromoteGroup(Plan& plan, GroupId g, MoveClass why, bool leave_marker);
   bool CanDemote(const Plan& plan, uint64_t bytes) const;
@@ -193,6 +206,10 @@ class PredictivePolicy : public Policy {
   GroupId evicting_ = kNoGroup;
   GroupId spilling_ = kNoGroup;
   std::deque<uint64_t> hinted_, cold_;  // PageKeys
+  // Slots populated ahead with no group then, oldest first, and the layer
+  // the front one's reclaim is at.
+  std::deque<uint64_t> unclaimed_;
+  uint32_t unclaimed_layer_ = 0;
   // Pages the device evicted itself, oldest first: spill candidates when no
   // off-device group has host pages left (their groups may still be in use).
   std::deque<uint64_t> evicted_pages_;

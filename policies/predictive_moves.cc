@@ -16,7 +16,30 @@ bool PredictivePolicy::CanDemote(const Plan& plan, uint64_t bytes) const {
   return plan.demand || host.budget == 0 || plan.host_used + bytes <= host.budget;
 }
 
+bool PredictivePolicy::DemoteUnclaimed(Plan& plan, MoveClass why) {
+  while (!unclaimed_.empty()) {
+    const uint64_t slot = unclaimed_.front();
+    Region* head = groups_.GroupOf(slot) == kNoGroup ? index_.Find(KeyRegion(slot)) : nullptr;
+    const std::vector<Region*>* layers = head ? &index_.Siblings(head->size) : nullptr;
+    const uint32_t page = KeyPage(slot);
+    for (; layers && unclaimed_layer_ < layers->size(); ++unclaimed_layer_) {
+      const Region& r = *(*layers)[unclaimed_layer_];
+      if (page >= r.pages.size() || TierOf(r, page) != Tier::kDevice || !Movable(r.pages[page])) {
+        continue;
+      }
+      if (!CanDemote(plan, r.page_size)) return false;
+      PlanDemotion(plan, r, page, why);
+      ++unclaimed_layer_;
+      return true;
+    }
+    unclaimed_.pop_front();  // claimed by a group, gone, or reclaimed in every layer
+    unclaimed_layer_ = 0;
+  }
+  return false;
+}
+
 bool PredictivePolicy::DemoteOne(Plan& plan, MoveClass why) {
+  if (!plan.prefetching && evicting_ == kNoGroup && DemoteUnclaimed(plan, why)) return true;
   for (;;) {
     if (evicting_ != kNoGroup && groups_.Alive(evicting_)) {
       bool demoted = false, blocked = false;

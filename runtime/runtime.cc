@@ -323,23 +323,30 @@ Status Runtime::Hint(const void* ptr, size_t len, SignalKind kind) {
   return Status::Ok();
 }
 
+void Runtime::TickSoon() {
+  if (early_asked_.exchange(true, std::memory_order_acq_rel)) return;  // asked this tick
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  if (!tick_early_) {
+    tick_early_ = true;
+    stop_cv_.notify_one();
+  }
+}
+
 void Runtime::OnFault(Region& region, uint32_t page, Tier from, uint64_t wait_ns) {
   Signal s{SignalKind::kFault, region.id, page, 1, NowNs()};
   s.from = from;
   PushSignal(s);
+  // A page coming back from the host or disk: the engine waits on it, and
+  // the policy brings the rest of its group in bulk. A first touch waits on
+  // nothing the policy can speed up.
+  if (from == Tier::kHost || from == Tier::kDisk) TickSoon();
 }
 
 void Runtime::OnDriverEviction(Region& region, uint32_t page) {
   Signal s{SignalKind::kEvicted, region.id, page, 1, NowNs()};
   s.from = Tier::kDevice;
   PushSignal(s);
-  {
-    std::lock_guard<std::mutex> lock(stop_mu_);
-    if (!tick_early_) {
-      tick_early_ = true;
-      stop_cv_.notify_one();
-    }
-  }
+  TickSoon();
   if (stats_) {
     static std::atomic<uint64_t> reported{0};
     // One event per 64 evictions keeps the event list readable.
@@ -393,8 +400,9 @@ void Runtime::PolicyLoop() {
   std::unique_lock<std::mutex> lock(stop_mu_);
   // Ticks start every period, however long one takes (a late one starts at
   // once, and the next a period later: no burst to catch up), and early
-  // when the device had to evict a page itself, though not within a fifth
-  // of a period of the last: evictions come in bursts.
+  // when the engine waits on a page from the host or disk or the device had
+  // to evict a page itself (TickSoon), though not within a fifth of a
+  // period of the last: faults and evictions come in bursts.
   const auto period = std::chrono::milliseconds(options_.tick_ms);
   const auto min_gap = std::max<std::chrono::steady_clock::duration>(
       period / 5, std::chrono::milliseconds(1));
@@ -407,6 +415,7 @@ void Runtime::PolicyLoop() {
     }
     if (stopping_) break;
     tick_early_ = false;
+    early_asked_.store(false, std::memory_order_release);  // a fault from now on asks again
     lock.unlock();
     start = std::chrono::steady_clock::now();
     Tick();

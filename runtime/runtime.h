@@ -116,9 +116,14 @@ class Runtime : public DeviceEvents {
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;  // guarded by stop_mu_
-  // The device evicted a page itself (it was full at a fault): the policy
-  // ticks now rather than at its next period. Guarded by stop_mu_.
+  // Wakes the policy thread for a tick before its period (see PolicyLoop).
+  void TickSoon();
+  // The engine waits on a page from the host or disk, or the device evicted
+  // a page itself (it was full at a fault): the policy ticks now rather than
+  // at its next period. Guarded by stop_mu_; early_asked_ lets a burst of
+  // faults take that lock once per tick.
   bool tick_early_ = false;
+  std::atomic<bool> early_asked_{false};
   std::atomic<bool> shut_down_{false};
   bool started_ = false;  // set as Create's last step: every part exists
   std::thread policy_thread_;

@@ -203,5 +203,110 @@ TEST(AccessGroups, SplitKeepsWhatCameBackAndTheRestInheritsTheHistory) {
   EXPECT_EQ(b.groups.group(g).intervals, 0u);
 }
 
+TEST(AccessGroups, SplitOffAfterVisitLeavesTheRestIdleSinceBefore) {
+  Bed b;
+  b.Touch(1, 0, 200, true);  // two sessions written together: one group
+  b.Tick(100);
+  b.Touch(20'000, 0, 120, false);  // one of them comes back
+  b.Tick(20'100);
+  const GroupId g = b.Of(0);
+  ASSERT_EQ(b.Of(150), g);
+  const GroupId rest =
+      b.groups.SplitOffAfterVisit(g, [](uint64_t slot) { return KeyPage(slot) < 120; });
+  ASSERT_NE(rest, kNoGroup);
+  EXPECT_EQ(b.Of(150), rest);
+  // The rest was not used in that visit: its evidence and visit are the
+  // ones from before it, and neither keeps the shared intervals.
+  EXPECT_EQ(b.groups.group(rest).last_active, 1u);
+  EXPECT_EQ(b.groups.group(rest).visit, 1u);
+  EXPECT_EQ(b.groups.group(g).last_active, 20'000u);
+  EXPECT_EQ(b.groups.group(g).intervals, 0u);
+  EXPECT_EQ(b.groups.group(rest).intervals, 0u);
+}
+
+TEST(AccessGroups, AFreedIdIsNotHandedOutBeforeTheCallerTookIt) {
+  Bed b;
+  b.Touch(1, 0, 4, true);
+  b.Tick(100);
+  b.Touch(2'000, 10, 4, true);
+  b.Tick(2'100);
+  const GroupId a = b.Of(0), other = b.Of(10);
+  ASSERT_NE(a, other);
+  // All of a's slots leave: a is freed. A new group made before the caller
+  // took the freed ids must not get a's id, or the caller, dropping what it
+  // kept for a, would drop it for the new group.
+  ASSERT_NE(b.groups.Split(a, [](uint64_t) { return false; }), kNoGroup);
+  EXPECT_FALSE(b.groups.Alive(a));
+  const GroupId fresh = b.groups.Split(other, [](uint64_t slot) { return KeyPage(slot) < 12; });
+  ASSERT_NE(fresh, kNoGroup);
+  EXPECT_NE(fresh, a);
+  for (GroupId id : b.groups.TakeFreed()) EXPECT_FALSE(b.groups.Alive(id)) << id;
+  // Taken: now the id may serve again.
+  const GroupId again = b.groups.Split(b.Of(0), [](uint64_t slot) { return KeyPage(slot) < 2; });
+  EXPECT_EQ(again, a);
+}
+
+TEST(AccessGroups, SlotsLeavingAGroupAloneFormAGroupThatVisits) {
+  Bed b;
+  b.Touch(1, 0, 400, true);  // a pool written at once
+  b.Tick(100);
+  const GroupId pool = b.Of(0);
+  // One session's blocks of it come back on their own: too few of the pool
+  // to be its visit, so they form a group, and that is a visit of it.
+  std::vector<EpisodeVisit> v = b.Touch(20'000, 0, 90, false);
+  std::vector<EpisodeVisit> closed = b.Tick(20'100);
+  v.insert(v.end(), closed.begin(), closed.end());
+  const GroupId s = b.Of(0);
+  ASSERT_NE(s, pool);
+  EXPECT_EQ(b.groups.group(s).live, 90u);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].group, s);
+  EXPECT_EQ(b.groups.group(s).visits, 1u);
+}
+
+TEST(AccessGroups, ASessionLeavingAPoolIsNotAMoveTowardsShared) {
+  Bed b;
+  b.Touch(1, 0, 1000, true);  // a pool written at once: sessions 0-99, 100-199, ...
+  b.Tick(100);
+  // The first session comes back alone: it leaves the pool, most of the
+  // episode, so no slot of it counts a move.
+  b.Touch(20'000, 0, 100, false);
+  b.Tick(20'100);
+  const GroupId first = b.Of(0);
+  // The second comes back and reads slots 0-3 (a prompt in the first
+  // session's group): one move for them, not yet shared.
+  b.Touch(40'000, 100, 100, false);
+  b.Touch(40'000, 0, 4, false);
+  b.Tick(40'100);
+  EXPECT_EQ(b.groups.shared(), kNoGroup);
+  EXPECT_EQ(b.Of(0), b.Of(100));
+  EXPECT_EQ(b.Of(10), first);
+  // The first reads them again: a second move beside another's return.
+  b.Touch(60'000, 4, 96, false);
+  b.Touch(60'000, 0, 4, false);
+  b.Tick(60'100);
+  ASSERT_NE(b.groups.shared(), kNoGroup);
+  EXPECT_EQ(b.Of(0), b.groups.shared());
+}
+
+TEST(AccessGroups, AGroupPresentByItsMarkerAloneVisitsOnItsOwn) {
+  Bed b;
+  b.Touch(1, 0, 100, true);  // session A
+  b.Tick(1'000);
+  b.Touch(2'000, 100, 100, true);  // session B
+  b.Tick(3'000);
+  const GroupId a = b.Of(0), bb = b.Of(100);
+  b.groups.SetMarker(bb, PageKey(b.region->id, 150));
+  // A comes back while B, served from the device, faults its marker only.
+  b.Touch(20'000, 0, 100, false);
+  std::vector<EpisodeVisit> v = b.Touch(20'001, 150, 1, false);
+  std::vector<EpisodeVisit> closed = b.Tick(20'100);
+  v.insert(v.end(), closed.begin(), closed.end());
+  EXPECT_EQ(b.Of(0), a);
+  EXPECT_EQ(b.Of(100), bb) << "B is not a piece of A";
+  EXPECT_EQ(b.groups.group(bb).live, 100u);
+  EXPECT_EQ(v.size(), 2u);
+}
+
 }  // namespace
 }  // namespace kvtier

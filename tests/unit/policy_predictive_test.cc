@@ -68,10 +68,16 @@ TEST(PredictivePolicy, ABlockWrittenInOneLayerIsPopulatedInTheOthers) {
   EXPECT_EQ(full.region(2).pages[3].tier.load(), Tier::kUntouched);
 }
 
-TEST(PredictivePolicy, VictimsAreIdleGroupsAndARecentOneIsProbedFirst) {
+class PredictivePolicyBothWays : public ::testing::TestWithParam<bool> {};
+
+// With prediction off too: a group idle by its age alone (never probed, as
+// nothing pressed when it went quiet) is a victim all the same.
+TEST_P(PredictivePolicyBothWays, VictimsAreIdleGroupsAndARecentOneIsProbedFirst) {
   PolicyBed bed;
   bed.AddRegion(std::string(8, 'U'));
-  PredictivePolicy policy;
+  PredictiveOptions o;
+  o.predict = GetParam();
+  PredictivePolicy policy(o);
   FaultPages(bed, policy, 1, {0, 1, 2, 3});  // session A writes at tick 1
   TickAt(bed, policy, 1, 100);
   FaultPages(bed, policy, 1, {4, 5, 6, 7});  // session B much later
@@ -86,6 +92,73 @@ TEST(PredictivePolicy, VictimsAreIdleGroupsAndARecentOneIsProbedFirst) {
   EXPECT_GE(of_a, 3u);
   EXPECT_EQ(of_b, 1u) << "B gets one probe and nothing else";
   EXPECT_LE(bed.Count(Tier::kDevice), 5u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Predict, PredictivePolicyBothWays, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "On" : "Off";
+                         });
+
+TEST(PredictivePolicy, AGroupThatLostAPageToTheDevicesEvictionGoesWhole) {
+  PolicyBed bed;
+  bed.AddRegion(std::string(8, 'U'));
+  PredictivePolicy policy;
+  FaultPages(bed, policy, 1, {0, 1, 2, 3});  // A
+  TickAt(bed, policy, 1, 100);
+  FaultPages(bed, policy, 1, {4, 5, 6, 7});  // B, later: A is the older
+  TickAt(bed, policy, 1'000, 100);
+  // The device, full at a fault, evicted one of B's pages itself: B is the
+  // victim the policy was too slow to pick. The demotions that follow (7 on
+  // 7 pages: over the high watermark) take the rest of B, not A.
+  bed.Advance(5'000 - bed.now());
+  Evict(bed, policy, 1, {5});
+  Decisions d = TickAt(bed, policy, bed.now(), 7);
+  std::vector<std::string> down = MovesTo(d, Tier::kHost);
+  ASSERT_FALSE(down.empty());
+  for (const std::string& m : down) {
+    const int page = std::stoi(m.substr(2));
+    EXPECT_GE(page, 4) << m << ": A went instead of the rest of B";
+  }
+}
+
+TEST(PredictivePolicy, AGroupThatComesBackIsBroughtBackWhole) {
+  PolicyBed bed;
+  for (int l = 0; l < 2; ++l) bed.AddRegion(std::string(8, 'U'));
+  bed.AddRegion("U");  // another session's block, written later
+  PredictivePolicy policy;
+  FaultPages(bed, policy, 1, {0, 1, 2, 3, 4, 5, 6, 7});  // one session, two layers
+  TickAt(bed, policy, 1, 100);
+  TickAt(bed, policy, 5'000, 1);  // a one-page device: all of it goes
+  ASSERT_EQ(bed.Count(Tier::kDevice), 0u);
+  // Another session writes: the demotion of the first is over.
+  bed.Advance(6'000 - bed.now());
+  bed.Fault(policy, 3, 0);
+  TickAt(bed, policy, bed.now(), 1);
+  // It comes back: its first kernel faults seven of its eight blocks.
+  bed.Advance(10'000 - bed.now());
+  FaultPages(bed, policy, 1, {0, 1, 2, 3, 4, 5, 6});
+  for (int t = 0; t < 10; ++t) TickAt(bed, policy, bed.now() + 1, 100);
+  EXPECT_EQ(bed.region(1).pages[7].tier.load(), Tier::kDevice) << "the block not faulted yet";
+  EXPECT_EQ(bed.region(2).pages[7].tier.load(), Tier::kDevice);
+}
+
+TEST(PredictivePolicy, TwoSessionsWrittenTogetherPartWhenOneComesBack) {
+  PolicyBed bed;
+  bed.AddRegion(std::string(8, 'U'));
+  PredictivePolicy policy;
+  FaultPages(bed, policy, 1, {0, 1, 2, 3, 4, 5, 6, 7});  // A (0-3) and B (4-7) at once
+  TickAt(bed, policy, 1, 100);
+  const GroupId together = policy.groups().GroupOf(PageKey(1, 0));
+  ASSERT_EQ(policy.groups().GroupOf(PageKey(1, 4)), together);
+  TickAt(bed, policy, 5'000, 1);  // all of it goes
+  ASSERT_EQ(bed.Count(Tier::kDevice), 0u);
+  bed.Advance(10'000 - bed.now());
+  FaultPages(bed, policy, 1, {0, 1, 2, 3});  // A comes back, B does not
+  for (int t = 0; t < 10; ++t) TickAt(bed, policy, bed.now() + 1, 100);
+  EXPECT_NE(policy.groups().GroupOf(PageKey(1, 0)), policy.groups().GroupOf(PageKey(1, 4)));
+  for (uint32_t p = 4; p < 8; ++p) {
+    EXPECT_EQ(bed.region(1).pages[p].tier.load(), Tier::kHost) << "B's page " << p;
+  }
 }
 
 // A group's probe and what follows: a fault keeps it in use, silence makes

@@ -32,6 +32,12 @@ void VirtualTicker::Wake(uint64_t t_ns) {
   next_tick_ns_ = std::min(next_tick_ns_, (t_ns + tick_ns_ - 1) / tick_ns_ * tick_ns_);
 }
 
+void VirtualTicker::WakeSoon(uint64_t t_ns) {
+  if (!engine_) return;
+  const uint64_t min_gap = std::max<uint64_t>(tick_ns_ / 5, 1'000'000);
+  next_tick_ns_ = std::min(next_tick_ns_, std::max(t_ns, last_tick_ns_ + min_gap));
+}
+
 void VirtualTicker::OnFault(Region& region, uint32_t page, Tier from, uint64_t wait_ns) {
   Signal s;
   s.kind = SignalKind::kFault;
@@ -41,6 +47,7 @@ void VirtualTicker::OnFault(Region& region, uint32_t page, Tier from, uint64_t w
   s.from = from;
   s.time_ns = device_->now_ns();
   Push(s);
+  if (from == Tier::kHost || from == Tier::kDisk) WakeSoon(s.time_ns);
 }
 
 void VirtualTicker::OnDriverEviction(Region& region, uint32_t page) {
@@ -52,6 +59,7 @@ void VirtualTicker::OnDriverEviction(Region& region, uint32_t page) {
   s.from = Tier::kDevice;
   s.time_ns = device_->now_ns();
   Push(s);
+  WakeSoon(s.time_ns);
 }
 
 void VirtualTicker::RunUntil(uint64_t t_ns) {
@@ -59,6 +67,7 @@ void VirtualTicker::RunUntil(uint64_t t_ns) {
 }
 
 void VirtualTicker::Tick(uint64_t t_ns) {
+  last_tick_ns_ = t_ns;
   device_->AdvanceTo(t_ns);
   std::vector<Signal> signals;
   signals.swap(pending_);

@@ -7,7 +7,8 @@
 // device's faults become kFault signals), and a tick falls on each multiple
 // of the tick period while there is a signal to read, the mover has moves
 // under way or waiting, or the policy asked to be woken
-// (Decisions::wake_tick). Otherwise it sleeps until the next signal, so an
+// (Decisions::wake_tick), and early, as the runtime's policy thread ticks,
+// on a fault from the host or disk or a driver eviction (WakeSoon). Otherwise it sleeps until the next signal, so an
 // idle hour of simulated time costs nothing.
 // Thread-safety: none (the simulation's thread).
 #pragma once
@@ -37,6 +38,10 @@ class VirtualTicker : public DeviceEvents {
   // Asks for a tick at the first boundary at or after t_ns even without a
   // signal (the engine's state changed in a way a policy may plan on).
   void Wake(uint64_t t_ns);
+  // A tick at t_ns, or a fifth of a period (at least 1 ms) after the last
+  // one if that is later: the runtime's early tick (Runtime::TickSoon) on a
+  // fault from the host or disk and on a driver eviction.
+  void WakeSoon(uint64_t t_ns);
 
   // The engine's totals (zeros without a policy).
   TickTotals totals() const { return engine_ ? engine_->totals() : TickTotals{}; }
@@ -58,6 +63,7 @@ class VirtualTicker : public DeviceEvents {
   std::vector<RegionPtr> regions_;
   std::vector<Signal> pending_;
   uint64_t next_tick_ns_ = kIdle;
+  uint64_t last_tick_ns_ = 0;
   uint64_t driver_evictions_ = 0;
 };
 
