@@ -167,6 +167,12 @@ TEST(Multiround, RefusesWhatItCannotRun) {
   EXPECT_FALSE(RunSystem("hbm-only", o).ok());
   EXPECT_FALSE(RunSystem("kvtier:nope", Options(141e9)).ok());
   EXPECT_FALSE(CheckSystemName("lmcache").ok());
+  // A policy name is checked with the system's, before anything runs.
+  EXPECT_FALSE(CheckSystemName("kvtier:nope").ok());
+  EXPECT_FALSE(CheckSystemName("kvtier:hints+nope").ok());
+  for (const std::string& name : AllSystems()) EXPECT_TRUE(CheckSystemName(name).ok()) << name;
+  EXPECT_TRUE(CheckSystemName("kvtier:hints+lru").ok());
+  EXPECT_TRUE(CheckSystemName("kvtier:cost-aware").ok());
   BenchOptions big_blocks = Options(141e9);
   big_blocks.page_size = 32 << 10;  // smaller than a block's 64 KiB per layer
   EXPECT_FALSE(RunSystem("kvtier:s3fifo", big_blocks).ok());

@@ -71,7 +71,18 @@ Status CheckSystemName(const std::string& name) {
       name == "explicit-offload-layerwise" || name == "oracle") {
     return Status::Ok();
   }
-  if (name.rfind(kKvtier, 0) == 0 && name.size() > 7) return Status::Ok();
+  if (name.rfind(kKvtier, 0) == 0 && name.size() > 7) {
+    std::string policy = name.substr(7);
+    if (policy == kHints) return Status::Ok();
+    if (policy.rfind(std::string(kHints) + "+", 0) == 0) policy = policy.substr(6);
+    if (policy == "predictive-off" || policy == "cost-aware" || MakePolicy(policy)) {
+      return Status::Ok();
+    }
+    std::string known;
+    for (std::string_view n : PolicyNames()) known += std::string(known.empty() ? "" : ", ") + std::string(n);
+    return Status::Errorf("--systems: %s: unknown policy '%s' (use %s, predictive-off)",
+                          name.c_str(), policy.c_str(), known.c_str());
+  }
   return Status::Errorf(
       "--systems: unknown system '%s' (use hbm-only, uvm-default, "
       "explicit-offload[-layerwise], kvtier:<policy>, kvtier:hints[+<policy>], oracle)",
