@@ -418,8 +418,11 @@ void Runtime::PolicyLoop() {
     early_asked_.store(false, std::memory_order_release);  // a fault from now on asks again
     lock.unlock();
     start = std::chrono::steady_clock::now();
+    // An early tick is an extra one: the periodic ones keep their times (a
+    // burst of early ticks must not push the next periodic one back).
+    const bool early = start < next;
     Tick();
-    next = std::max(next + period, start);
+    if (!early) next = std::max(next + period, start);
     lock.lock();
   }
 }

@@ -96,5 +96,41 @@ TEST_F(RuntimeTickTest, AFaultFromTheHostTicksThePolicyBeforeItsPeriod) {
   EXPECT_TRUE(rt.FreeRegion(base.value()));
 }
 
+TEST_F(RuntimeTickTest, ABurstOfEarlyTicksLeavesThePeriodicOnesInPlace) {
+  Result<std::unique_ptr<Runtime>> made = MakeRuntime("50");
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  Runtime& rt = *made.value();
+  constexpr size_t kPage = 64 << 10;
+  constexpr size_t kBytes = 8 * kPage;  // fits the 16-page device
+  Result<void*> base = rt.CreateRegion(kBytes, nullptr);
+  ASSERT_TRUE(base.ok()) << base.status().message();
+  auto* bytes = static_cast<volatile uint8_t*>(base.value());
+  std::memset(base.value(), 0x5a, kBytes);
+  RegionPtr region = rt.regions().Find(reinterpret_cast<uintptr_t>(base.value()));
+  ASSERT_TRUE(region);
+  const Counters& c = rt.counters();
+  // 300 ms of faults from the host: early ticks, one per 10 ms at most.
+  const auto burst_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  uint32_t faults = 0;
+  while (std::chrono::steady_clock::now() < burst_end) {
+    const uint32_t page = faults++ % 8;
+    if (rt.device().Demote(*region, page).ok()) {
+      EXPECT_EQ(bytes[page * kPage], 0x5a);
+    }
+  }
+  const uint64_t after_burst = Counters::Get(c.policy_ticks);
+  // Then nothing: the periodic ticks (every 50 ms) go on at once, not after
+  // a period for each early tick of the burst.
+  const auto start = std::chrono::steady_clock::now();
+  while (Counters::Get(c.policy_ticks) < after_burst + 3 &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_GE(Counters::Get(c.policy_ticks), after_burst + 3);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(600))
+      << "the periodic ticks were pushed back by the early ones";
+  EXPECT_TRUE(rt.FreeRegion(base.value()));
+}
+
 }  // namespace
 }  // namespace kvtier::testing
