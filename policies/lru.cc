@@ -130,8 +130,10 @@ void LruPolicy::Decide(const PolicyView& view, Decisions* out) {
   for (const RegionPtr& r : *view.regions) by_id_[r->id] = r.get();
   Seed(view);
   Compact();
+  // Moves within what the mover carries out this tick: the rest stay queued
+  // here, not with the mover, which would sort an ever longer backlog.
   uint64_t device_used = view.device().used;
-  if (uint64_t excess = BytesOverWatermark(view.device())) {
+  if (uint64_t excess = std::min(BytesOverWatermark(view.device()), view.budget.down)) {
     uint64_t covered = 0;
     std::vector<Entry> unmovable;  // pinned or on their way: candidates still
     for (std::deque<Entry>* q : {&cold_, &device_}) {
@@ -160,7 +162,7 @@ void LruPolicy::Decide(const PolicyView& view, Decisions* out) {
     if (uint64_t excess = BytesOverWatermark(view.host())) {
       const uint64_t disk_room =
           view.disk().budget > view.disk().used ? view.disk().budget - view.disk().used : 0;
-      excess = std::min(excess, disk_room);
+      excess = std::min({excess, disk_room, view.budget.spill});
       uint64_t covered = 0;
       std::vector<Entry> unmovable;
       while (covered < excess && !host_.empty()) {
@@ -180,6 +182,7 @@ void LruPolicy::Decide(const PolicyView& view, Decisions* out) {
   }
 
   // Prefetch hinted pages while the device stays below its high watermark.
+  uint64_t up = 0;
   while (!hinted_.empty()) {
     const Entry e = hinted_.front();
     Region* r = Find(e.region);
@@ -188,6 +191,8 @@ void LruPolicy::Decide(const PolicyView& view, Decisions* out) {
       if ((rec.flags.load(std::memory_order_relaxed) & kPageWillNeed) &&
           TierOf(*r, e.page) != Tier::kDevice) {
         if (device_used + r->page_size > view.device().high) return;  // more wait for room
+        if (up + r->page_size > view.budget.up) return;  // the rest next tick
+        up += r->page_size;
         out->moves.push_back({r->id, e.page, Tier::kDevice});
         device_.push_back({r->id, e.page, rec.last_access});
         device_used += r->page_size;

@@ -344,10 +344,10 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
   // Groups without evidence for idle_ticks are idle whether or not a probe
   // asked (the oldest evidence is at the front): a victim pick must see them,
   // or a group of long ago outstays every recently used one.
+  // (A group whose key is older than its evidence is ranked again by that
+  // evidence: it leaves the front either way, so the loop ends.)
   while (!dev_active_.empty() && now - dev_active_.begin()->first >= options_.idle_ticks) {
-    const GroupId g = dev_active_.begin()->second;
-    Rank(g, Where::kDevice, now);
-    if (!place_[g].idle) break;  // (cannot happen: Idle() holds by its age)
+    Rank(dev_active_.begin()->second, Where::kDevice, now);
   }
   if (options_.predict) {
     CheckMisses(now);
