@@ -8,6 +8,9 @@
 #include "runtime/signal_apply.h"
 
 namespace kvtier {
+namespace {
+constexpr uint64_t kUnseenScan = 1 << 16;  // pages one call looks at, at most
+}  // namespace
 
 bool TieringPolicy::Eligible(const Region& region, uint32_t page, uint32_t now,
                              bool protect) const {
@@ -84,16 +87,34 @@ std::vector<PageRef> TieringPolicy::TakeVictims(const PolicyView& view, uint64_t
   for (const PageRef& p : picked) got += p.region->page_size;
   std::unordered_set<uint64_t> seen;
   for (const PageRef& p : picked) seen.insert(PageKey(p.region->id, p.page));
-  // Pages the ranking never saw (resident before the policy did), in order.
+  // Pages the ranking never saw (resident before the policy did), in page
+  // order, from where the last scan stopped: at most kUnseenScan pages a call
+  // (the rest at later ticks), so a tick never walks every page.
   auto unseen = [&](uint64_t limit, bool protect) {
-    for (const RegionPtr& r : *view.regions) {
-      for (uint32_t p = 0; p < r->pages.size() && got < limit; ++p) {
-        if (!Eligible(*r, p, view.now, protect)) continue;
-        if (!seen.insert(PageKey(r->id, p)).second) continue;
-        picked.push_back({r.get(), p});
-        got += r->page_size;
-      }
+    const std::vector<RegionPtr>& regions = *view.regions;
+    if (regions.empty()) return;
+    size_t ri = 0;
+    while (ri < regions.size() && regions[ri]->id != unseen_region_) ++ri;
+    if (ri == regions.size()) {  // first scan, or that region is gone
+      ri = 0;
+      unseen_page_ = 0;
     }
+    uint64_t looked = 0;
+    for (size_t wrapped = 0; wrapped <= regions.size() && got < limit && looked < kUnseenScan;) {
+      const Region& r = *regions[ri];
+      for (; unseen_page_ < r.pages.size() && got < limit && looked < kUnseenScan; ++unseen_page_) {
+        ++looked;
+        if (!Eligible(r, unseen_page_, view.now, protect)) continue;
+        if (!seen.insert(PageKey(r.id, unseen_page_)).second) continue;
+        picked.push_back({regions[ri].get(), unseen_page_});
+        got += r.page_size;
+      }
+      if (unseen_page_ < r.pages.size()) break;  // stopped inside this region
+      ri = (ri + 1) % regions.size();
+      unseen_page_ = 0;
+      ++wrapped;
+    }
+    unseen_region_ = regions[ri]->id;
   };
   if (got < missing) unseen(missing, true);
   const size_t protected_picks = picked.size();

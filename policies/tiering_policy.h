@@ -100,6 +100,10 @@ class TieringPolicy : public Policy {
   RegionIndex index_;
   std::deque<Reserved> reserve_;
   std::deque<uint64_t> demoted_;  // PageKeys in demotion order: spill candidates
+  // Where the scan for pages the ranking never saw goes on from: each call
+  // looks at a bounded number of pages, so no tick walks them all.
+  RegionId unseen_region_ = 0;
+  uint32_t unseen_page_ = 0;
   struct Protection {
     uint16_t refaults_seen = 0;
     uint32_t until = 0;  // protected before this tick
