@@ -12,6 +12,9 @@ constexpr uint32_t kWakeTicks = 50;     // re-check predictions this often when 
 constexpr uint32_t kRerankTicks = 100;  // re-rank untrusted groups this often
 constexpr uint32_t kPopulateAhead = 32;  // blocks after a written one populated too
 constexpr size_t kMaxUnclaimed = size_t{1} << 20;  // populated blocks kept for reclaim
+// A group larger than 1/kWholeGroupShare of the device budget is neither
+// brought back whole nor prefetched: it would push out the groups in use.
+constexpr uint64_t kWholeGroupShare = 2;
 
 }  // namespace
 
@@ -207,11 +210,21 @@ void PredictivePolicy::OnVisit(const EpisodeVisit& v, uint32_t now) {
   const bool away = returning;
   if (away) probe_all_ = true;  // a return: who else is still in use?
   Rank(g, Where::kDevice, now);
-  if (away && p.queued == 0) {
+  if (away && p.queued == 0 && !TooLargeToMoveWhole(g)) {
     ++p.queued;
     p.cursor.Reset();
     demand_.push_back(g);
   }
+}
+
+bool PredictivePolicy::TooLargeToMoveWhole(GroupId g) const {
+  return GroupBytes(g) * kWholeGroupShare > device_budget_;
+}
+
+uint64_t PredictivePolicy::GroupBytes(GroupId g) const {
+  const AccessGroup& group = groups_.group(g);
+  const Region* first = group.slots.empty() ? nullptr : index_.Find(KeyRegion(group.slots[0]));
+  return first ? uint64_t{group.live} * first->page_size * index_.Siblings(first->size).size() : 0;
 }
 
 void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
@@ -224,6 +237,7 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
   plan.demand_up_left = view.budget.demand_up;
   plan.demand_down_left = view.budget.demand_down;
   plan.dev_used = view.device().used;
+  device_budget_ = view.device().budget ? view.device().budget : UINT64_MAX / 4;
   plan.host_used = view.host().used;
 
   // The tick's evidence, as slots (one block in every layer). A first touch

@@ -8,7 +8,9 @@
 //     at link speed (kDemand): the fault in the first layer brings the
 //     block of all the others before their kernels reach it. Hinted pages
 //     come first. A group that visits while off the device comes back whole
-//     once its visit is weighed (the episode's close). A block first touched
+//     once its visit is weighed (the episode's close), unless it is larger
+//     than half the device: moving that whole would push out the groups in
+//     use, so its faults bring back what its kernels read. A block first touched
 //     in one layer is populated in the others (no copy), into free room
 //     below the high watermark only, and while the device is below its low
 //     watermark so are the next few blocks (a fresh pool is handed out in
@@ -18,6 +20,7 @@
 //     victims, oldest first; a session that wrote one faults it when it next
 //     reads it, and so claims it.
 //  2. Prediction (KVTIER_PREDICT). Off-device groups whose return is trusted
+//     (and that are no larger than half the device)
 //     come back ahead of it (kPrefetch), soonest first: into free room below
 //     the low watermark, else in place of a group predicted to return later
 //     by more than the candidate's uncertainty (Belady on predictions), or of
@@ -217,7 +220,12 @@ class PredictivePolicy : public Policy {
   std::deque<std::pair<uint32_t, GroupId>> recent_;  // (tick, group) of evidence, oldest first
   uint32_t last_rerank_ = 0;
   uint64_t ranked_version_ = 0;
-  bool probe_all_ = false;  // a group came back: probe the recent ones now
+  bool probe_all_ = false;
+  uint64_t device_budget_ = 0;  // this tick's
+  // The group's bytes in every layer, and whether that is more than a
+  // share of the device budget that can move as one (see predictive.cc).
+  uint64_t GroupBytes(GroupId g) const;
+  bool TooLargeToMoveWhole(GroupId g) const;  // a group came back: probe the recent ones now
 };
 
 // ---- template definitions ----

@@ -212,10 +212,8 @@ void PredictivePolicy::Prefetch(Plan& plan) {
       // forth.
       const uint32_t due = static_cast<uint32_t>(
           std::min<uint64_t>(next + groups_.Slack(group), std::numeric_limits<uint32_t>::max()));
-      const Region* first = group.slots.empty() ? nullptr : index_.Find(KeyRegion(group.slots[0]));
-      const uint64_t bytes = first ? uint64_t{group.live} * first->page_size *
-                                         index_.Siblings(first->size).size()
-                                   : 0;
+      const uint64_t bytes = GroupBytes(candidate);
+      if (TooLargeToMoveWhole(candidate)) return;  // its faults bring what is read
       const bool room = plan.dev_used + bytes <= plan.view.device().low;
       if (!room && PickVictim(dev_trusted_, dev_lru_, now, true, due, false, false) == kNoGroup) {
         return;

@@ -142,6 +142,28 @@ TEST(PredictivePolicy, AGroupThatComesBackIsBroughtBackWhole) {
   EXPECT_EQ(bed.region(2).pages[7].tier.load(), Tier::kDevice);
 }
 
+TEST(PredictivePolicy, AGroupLargerThanHalfTheDeviceComesBackAsItFaults) {
+  PolicyBed bed;
+  for (int l = 0; l < 2; ++l) bed.AddRegion(std::string(8, 'U'));
+  bed.AddRegion("U");
+  PredictivePolicy policy;
+  FaultPages(bed, policy, 1, {0, 1, 2, 3, 4, 5, 6, 7});  // 16 pages in two layers
+  TickAt(bed, policy, 1, 100);
+  TickAt(bed, policy, 5'000, 1);
+  bed.Advance(6'000 - bed.now());
+  bed.Fault(policy, 3, 0);
+  TickAt(bed, policy, bed.now(), 1);
+  ASSERT_EQ(bed.Count(Tier::kDevice), 1u);
+  // It comes back on a 20-page device: moving all 16 pages would push out
+  // what is in use, so only the blocks its kernels read (in both layers).
+  bed.Advance(10'000 - bed.now());
+  FaultPages(bed, policy, 1, {0, 1, 2, 3, 4, 5, 6});
+  for (int t = 0; t < 10; ++t) TickAt(bed, policy, bed.now() + 1, 20);
+  EXPECT_EQ(bed.region(2).pages[6].tier.load(), Tier::kDevice) << "a faulted block's other layer";
+  EXPECT_EQ(bed.region(1).pages[7].tier.load(), Tier::kHost) << "the block not read";
+  EXPECT_EQ(bed.region(2).pages[7].tier.load(), Tier::kHost);
+}
+
 TEST(PredictivePolicy, TwoSessionsWrittenTogetherPartWhenOneComesBack) {
   PolicyBed bed;
   bed.AddRegion(std::string(8, 'U'));
