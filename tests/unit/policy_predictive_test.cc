@@ -142,6 +142,24 @@ TEST(PredictivePolicy, AGroupThatComesBackIsBroughtBackWhole) {
   EXPECT_EQ(bed.region(2).pages[7].tier.load(), Tier::kDevice);
 }
 
+TEST(PredictivePolicy, BlocksPopulatedAheadThatNoGroupClaimedGoFirst) {
+  PolicyBed bed;
+  bed.AddRegion(std::string(40, 'U'));
+  PredictivePolicy policy;
+  bed.Fault(policy, 1, 0);  // a first touch, the device nearly empty: the next blocks too
+  TickAt(bed, policy, 1, 100);
+  ASSERT_EQ(bed.region(1).pages[5].tier.load(), Tier::kDevice) << "populated ahead";
+  ASSERT_EQ(bed.Count(Tier::kDevice), 33u);
+  // The engine never wrote them with a fault, so no group owns them; under
+  // pressure (33 on 30 pages) they leave before any group's page.
+  bed.Advance(5'000 - bed.now());
+  Decisions d = TickAt(bed, policy, bed.now(), 30);
+  std::vector<std::string> down = MovesTo(d, Tier::kHost);
+  ASSERT_GE(down.size(), 3u);
+  for (const std::string& m : down) EXPECT_NE(m, "1:0") << "the written block went first";
+  EXPECT_EQ(bed.region(1).pages[0].tier.load(), Tier::kDevice);
+}
+
 TEST(PredictivePolicy, AGroupLargerThanHalfTheDeviceComesBackAsItFaults) {
   PolicyBed bed;
   for (int l = 0; l < 2; ++l) bed.AddRegion(std::string(8, 'U'));
