@@ -121,12 +121,14 @@ TEST(PredictivePolicy, AGroupThatLostAPageToTheDevicesEvictionGoesWhole) {
   }
 }
 
-TEST(PredictivePolicy, AGroupThatComesBackIsBroughtBackWhole) {
-  PolicyBed bed;
+// One session of eight blocks in two layers (regions 1 and 2) goes off the
+// device whole, its demotion over, and comes back: its first kernel faults
+// seven of its eight blocks. The policy then ticks on a device of
+// `device_pages` pages.
+void ReturnOfAWholeGroup(PolicyBed& bed, PredictivePolicy& policy, uint64_t device_pages) {
   for (int l = 0; l < 2; ++l) bed.AddRegion(std::string(8, 'U'));
   bed.AddRegion("U");  // another session's block, written later
-  PredictivePolicy policy;
-  FaultPages(bed, policy, 1, {0, 1, 2, 3, 4, 5, 6, 7});  // one session, two layers
+  FaultPages(bed, policy, 1, {0, 1, 2, 3, 4, 5, 6, 7});
   TickAt(bed, policy, 1, 100);
   TickAt(bed, policy, 5'000, 1);  // a one-page device: all of it goes
   ASSERT_EQ(bed.Count(Tier::kDevice), 0u);
@@ -134,12 +136,28 @@ TEST(PredictivePolicy, AGroupThatComesBackIsBroughtBackWhole) {
   bed.Advance(6'000 - bed.now());
   bed.Fault(policy, 3, 0);
   TickAt(bed, policy, bed.now(), 1);
-  // It comes back: its first kernel faults seven of its eight blocks.
   bed.Advance(10'000 - bed.now());
   FaultPages(bed, policy, 1, {0, 1, 2, 3, 4, 5, 6});
-  for (int t = 0; t < 10; ++t) TickAt(bed, policy, bed.now() + 1, 100);
+  for (int t = 0; t < 10; ++t) TickAt(bed, policy, bed.now() + 1, device_pages);
+}
+
+TEST(PredictivePolicy, AGroupThatComesBackIsBroughtBackWhole) {
+  PolicyBed bed;
+  PredictivePolicy policy;
+  ReturnOfAWholeGroup(bed, policy, 100);
   EXPECT_EQ(bed.region(1).pages[7].tier.load(), Tier::kDevice) << "the block not faulted yet";
   EXPECT_EQ(bed.region(2).pages[7].tier.load(), Tier::kDevice);
+}
+
+TEST(PredictivePolicy, AGroupLargerThanHalfTheDeviceComesBackAsItFaults) {
+  // On a 20-page device: moving all 16 pages would push out what is in use,
+  // so only the blocks its kernels read come back (in both layers).
+  PolicyBed bed;
+  PredictivePolicy policy;
+  ReturnOfAWholeGroup(bed, policy, 20);
+  EXPECT_EQ(bed.region(2).pages[6].tier.load(), Tier::kDevice) << "a faulted block's other layer";
+  EXPECT_EQ(bed.region(1).pages[7].tier.load(), Tier::kHost) << "the block not read";
+  EXPECT_EQ(bed.region(2).pages[7].tier.load(), Tier::kHost);
 }
 
 TEST(PredictivePolicy, BlocksPopulatedAheadThatNoGroupClaimedGoFirst) {
@@ -158,28 +176,6 @@ TEST(PredictivePolicy, BlocksPopulatedAheadThatNoGroupClaimedGoFirst) {
   ASSERT_GE(down.size(), 3u);
   for (const std::string& m : down) EXPECT_NE(m, "1:0") << "the written block went first";
   EXPECT_EQ(bed.region(1).pages[0].tier.load(), Tier::kDevice);
-}
-
-TEST(PredictivePolicy, AGroupLargerThanHalfTheDeviceComesBackAsItFaults) {
-  PolicyBed bed;
-  for (int l = 0; l < 2; ++l) bed.AddRegion(std::string(8, 'U'));
-  bed.AddRegion("U");
-  PredictivePolicy policy;
-  FaultPages(bed, policy, 1, {0, 1, 2, 3, 4, 5, 6, 7});  // 16 pages in two layers
-  TickAt(bed, policy, 1, 100);
-  TickAt(bed, policy, 5'000, 1);
-  bed.Advance(6'000 - bed.now());
-  bed.Fault(policy, 3, 0);
-  TickAt(bed, policy, bed.now(), 1);
-  ASSERT_EQ(bed.Count(Tier::kDevice), 1u);
-  // It comes back on a 20-page device: moving all 16 pages would push out
-  // what is in use, so only the blocks its kernels read (in both layers).
-  bed.Advance(10'000 - bed.now());
-  FaultPages(bed, policy, 1, {0, 1, 2, 3, 4, 5, 6});
-  for (int t = 0; t < 10; ++t) TickAt(bed, policy, bed.now() + 1, 20);
-  EXPECT_EQ(bed.region(2).pages[6].tier.load(), Tier::kDevice) << "a faulted block's other layer";
-  EXPECT_EQ(bed.region(1).pages[7].tier.load(), Tier::kHost) << "the block not read";
-  EXPECT_EQ(bed.region(2).pages[7].tier.load(), Tier::kHost);
 }
 
 TEST(PredictivePolicy, TwoSessionsWrittenTogetherPartWhenOneComesBack) {
