@@ -186,9 +186,11 @@ TEST_F(SimDiskTest, ATouchDuringAGroupSpillKeepsThatPageAndSpillsTheOthers) {
   RegionPtr region = HostRegion(*dev, 23, kPages);
   ASSERT_TRUE(region);
   Region& r = *region;
-  // The slow device holds the group open while the engine touches page 2.
+  // Page 2's write (the third submitted) is slow: it stays in flight while
+  // the engine touches it. Each page's write completes on its own, so a
+  // slow write of another page would not hold page 2 open.
   env_.SetSlowDelay(500'000'000);
-  env_.Arm(Fault::kSlow, 1);
+  env_.Arm(Fault::kSlow, 1, 2);
   std::vector<PageRef> refs;
   for (uint32_t p = 0; p < kPages; ++p) refs.push_back({&r, p});
   std::vector<Status> results(kPages, Status::Error("not run"));
