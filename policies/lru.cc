@@ -18,17 +18,6 @@ std::vector<PageRef> MovablePages(const PolicyView& view, Tier tier) {
   return out;
 }
 
-uint64_t EmitMoves(const std::vector<PageRef>& pages, Tier to, uint64_t bytes_to_free,
-                   Decisions* out) {
-  uint64_t covered = 0;
-  for (const PageRef& ref : pages) {
-    if (covered >= bytes_to_free) break;
-    out->moves.push_back({ref.region->id, ref.page, to});
-    covered += ref.region->page_size;
-  }
-  return covered;
-}
-
 uint64_t BytesOverWatermark(const TierUsage& usage) {
   if (usage.budget == 0 || usage.used <= usage.high) return 0;
   return usage.used > usage.low ? usage.used - usage.low : 0;
@@ -102,6 +91,30 @@ void LruPolicy::Seed(const PolicyView& view) {
   }
 }
 
+template <typename Current>
+uint64_t LruPolicy::Drain(std::deque<Entry>* q, Tier from, Tier to, uint64_t bytes, Decisions* out,
+                          Current&& current) {
+  uint64_t covered = 0;
+  std::vector<Entry> unmovable;  // pinned or on their way: candidates still
+  while (covered < bytes && !q->empty()) {
+    const Entry e = q->front();
+    q->pop_front();
+    Region* r = Find(e.region);
+    if (!r || e.page >= r->pages.size() || TierOf(*r, e.page) != from) continue;
+    const PageRecord& rec = r->pages[e.page];
+    if (!current(e, rec)) continue;
+    if (rec.flags.load(std::memory_order_relaxed) & kUnmovable) {
+      unmovable.push_back(e);
+      continue;
+    }
+    out->moves.push_back({r->id, e.page, to});
+    if (to == Tier::kHost) host_.push_back({r->id, e.page, 0});
+    covered += r->page_size;
+  }
+  for (auto it = unmovable.rbegin(); it != unmovable.rend(); ++it) q->push_front(*it);
+  return covered;
+}
+
 Region* LruPolicy::Find(RegionId id) const {
   auto it = by_id_.find(id);
   return it == by_id_.end() ? nullptr : it->second;
@@ -135,26 +148,14 @@ void LruPolicy::Decide(const PolicyView& view, Decisions* out) {
   uint64_t device_used = view.device().used;
   if (uint64_t excess = std::min(BytesOverWatermark(view.device()), view.budget.down)) {
     uint64_t covered = 0;
-    std::vector<Entry> unmovable;  // pinned or on their way: candidates still
     for (std::deque<Entry>* q : {&cold_, &device_}) {
-      while (covered < excess && !q->empty()) {
-        const Entry e = q->front();
-        q->pop_front();
-        const bool cold = q == &cold_;
-        Region* r = Find(e.region);
-        if (!r || e.page >= r->pages.size() || TierOf(*r, e.page) != Tier::kDevice) continue;
-        const PageRecord& rec = r->pages[e.page];
-        if (cold ? rec.last_access != 0 : rec.last_access != e.stamp) continue;  // accessed since
-        if (rec.flags.load(std::memory_order_relaxed) & kUnmovable) {
-          unmovable.push_back(e);
-          continue;
-        }
-        out->moves.push_back({r->id, e.page, Tier::kHost});
-        host_.push_back({r->id, e.page, 0});
-        covered += r->page_size;
-      }
+      const bool cold = q == &cold_;
+      covered += Drain(q, Tier::kDevice, Tier::kHost, excess - std::min(excess, covered), out,
+                       [&](const Entry& e, const PageRecord& rec) {
+                         // Accessed since it was queued: a later entry stands for it.
+                         return cold ? rec.last_access == 0 : rec.last_access == e.stamp;
+                       });
     }
-    for (auto it = unmovable.rbegin(); it != unmovable.rend(); ++it) device_.push_front(*it);
     device_used -= std::min(device_used, covered);
   }
 
@@ -162,22 +163,8 @@ void LruPolicy::Decide(const PolicyView& view, Decisions* out) {
     if (uint64_t excess = BytesOverWatermark(view.host())) {
       const uint64_t disk_room =
           view.disk().budget > view.disk().used ? view.disk().budget - view.disk().used : 0;
-      excess = std::min({excess, disk_room, view.budget.spill});
-      uint64_t covered = 0;
-      std::vector<Entry> unmovable;
-      while (covered < excess && !host_.empty()) {
-        const Entry e = host_.front();
-        host_.pop_front();
-        Region* r = Find(e.region);
-        if (!r || e.page >= r->pages.size() || TierOf(*r, e.page) != Tier::kHost) continue;
-        if (r->pages[e.page].flags.load(std::memory_order_relaxed) & kUnmovable) {
-          unmovable.push_back(e);
-          continue;
-        }
-        out->moves.push_back({r->id, e.page, Tier::kDisk});
-        covered += r->page_size;
-      }
-      for (auto it = unmovable.rbegin(); it != unmovable.rend(); ++it) host_.push_front(*it);
+      Drain(&host_, Tier::kHost, Tier::kDisk, std::min({excess, disk_room, view.budget.spill}), out,
+            [](const Entry&, const PageRecord&) { return true; });
     }
   }
 

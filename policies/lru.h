@@ -41,6 +41,12 @@ class LruPolicy : public Policy {
   void Compact();
   bool LiveOnDevice(const Entry& e) const;
   Region* Find(RegionId id) const;
+  // Pops entries of `q` for pages still on `from`, for which current(entry,
+  // record) holds, into moves to `to` until they cover `bytes`; unmovable
+  // ones stay at the front. A demotion queues the page for spilling.
+  template <typename Current>
+  uint64_t Drain(std::deque<Entry>* q, Tier from, Tier to, uint64_t bytes, Decisions* out,
+                 Current&& current);
 
   std::unordered_map<RegionId, Region*> by_id_;  // this Decide's regions
   std::unordered_set<RegionId> seen_;
@@ -51,14 +57,9 @@ class LruPolicy : public Policy {
   size_t compact_at_ = 1 << 16;
 };
 
-// Shared building blocks for policies: collect the candidate pages of one
-// tier ordered by a key, and emit moves until enough bytes leave the tier.
+// Shared building blocks for policies.
 // Pages on `tier` that are neither pinned nor in flight.
 std::vector<PageRef> MovablePages(const PolicyView& view, Tier tier);
-// Emits moves of `pages` (in order) to `to` until `bytes_to_free` bytes are
-// covered; returns the bytes covered.
-uint64_t EmitMoves(const std::vector<PageRef>& pages, Tier to, uint64_t bytes_to_free,
-                   Decisions* out);
 // Bytes that must leave a tier: used - low once used passes high, else 0.
 uint64_t BytesOverWatermark(const TierUsage& usage);
 
