@@ -12,6 +12,7 @@
 
 #include "interpose/hook_table.h"
 #include "runtime/log.h"
+#include "runtime/mutex.h"
 #include "runtime/runtime.h"
 
 namespace kvtier::interpose {
@@ -33,12 +34,12 @@ struct Layout {
 std::atomic<uintptr_t> g_lo{UINTPTR_MAX};
 std::atomic<uintptr_t> g_hi{0};
 
-std::mutex g_mu;
-std::unordered_map<uintptr_t, const Layout*>* g_layouts = nullptr;  // guarded by g_mu; never freed
+Mutex g_mu;
+std::unordered_map<uintptr_t, const Layout*>* g_layouts GUARDED_BY(g_mu) = nullptr;  // never freed
 std::once_flag g_fork_once;
 
-void LockForFork() { g_mu.lock(); }
-void UnlockAfterFork() { g_mu.unlock(); }
+void LockForFork() ACQUIRE(g_mu) { g_mu.Lock(); }
+void UnlockAfterFork() RELEASE(g_mu) { g_mu.Unlock(); }
 
 using ParamInfoFn = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
 using FuncBySymbolFn = cudaError_t (*)(cudaFunction_t*, const void*);
@@ -87,7 +88,7 @@ const Layout* LayoutFor(uintptr_t key, GetFunction&& get_function) {
                  [] { pthread_atfork(LockForFork, UnlockAfterFork, UnlockAfterFork); });
   const Layout* layout = nullptr;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    MutexLock lock(&g_mu);
     if (g_layouts == nullptr) g_layouts = new std::unordered_map<uintptr_t, const Layout*>();
     auto it = g_layouts->find(key);
     if (it != g_layouts->end()) layout = it->second;
@@ -99,7 +100,7 @@ const Layout* LayoutFor(uintptr_t key, GetFunction&& get_function) {
     static const Layout kNone{};
     if (f == nullptr) return &kNone;  // not cached: the next launch tries again
     const Layout* built = BuildLayout(f);
-    std::lock_guard<std::mutex> lock(g_mu);
+    MutexLock lock(&g_mu);
     auto [it, inserted] = g_layouts->emplace(key, built);
     if (!inserted) delete built;
     layout = it->second;

@@ -16,12 +16,12 @@ void PlainAllocations::Unreserve(uint64_t bytes) {
 }
 
 void PlainAllocations::Insert(const void* base, size_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   by_base_[reinterpret_cast<uintptr_t>(base)] = bytes;
 }
 
 size_t PlainAllocations::Remove(const void* base) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = by_base_.find(reinterpret_cast<uintptr_t>(base));
   if (it == by_base_.end()) return 0;
   size_t bytes = it->second;
@@ -32,7 +32,7 @@ size_t PlainAllocations::Remove(const void* base) {
 
 bool PlainAllocations::Contains(const void* p, size_t n) const {
   uintptr_t addr = reinterpret_cast<uintptr_t>(p);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = by_base_.upper_bound(addr);  // first base > addr
   if (it == by_base_.begin()) return false;
   --it;
@@ -41,7 +41,7 @@ bool PlainAllocations::Contains(const void* p, size_t n) const {
 }
 
 size_t PlainAllocations::count() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return by_base_.size();
 }
 

@@ -13,7 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <mutex>
+
+#include "runtime/mutex.h"
 
 namespace kvtier::interpose {
 
@@ -36,13 +37,13 @@ class PlainAllocations {
 
   // fork: the prepare handler locks, the parent and child handlers unlock, so
   // a child never inherits the mutex held by a thread that does not exist.
-  void LockForFork() { mu_.lock(); }
-  void UnlockAfterFork() { mu_.unlock(); }
+  void LockForFork() ACQUIRE(mu_) { mu_.Lock(); }
+  void UnlockAfterFork() RELEASE(mu_) { mu_.Unlock(); }
 
  private:
-  mutable std::mutex mu_;
-  std::map<uintptr_t, size_t> by_base_;  // guarded by mu_
-  std::atomic<uint64_t> bytes_{0};       // reserved or inserted
+  mutable Mutex mu_;
+  std::map<uintptr_t, size_t> by_base_ GUARDED_BY(mu_);
+  std::atomic<uint64_t> bytes_{0};  // reserved or inserted
 };
 
 }  // namespace kvtier::interpose

@@ -69,7 +69,7 @@ size_t SimGpu::Free(void* ptr) {
 cudaError_t SimGpu::CreateStream(unsigned flags, int priority, cudaStream_t* out) {
   if (out == nullptr || (flags & ~unsigned{cudaStreamNonBlocking}) != 0)
     return cudaErrorInvalidValue;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   uintptr_t h = next_handle_;
   next_handle_ += kHandleStep;
   streams_[h] = Stream{flags, priority};
@@ -78,14 +78,14 @@ cudaError_t SimGpu::CreateStream(unsigned flags, int priority, cudaStream_t* out
 }
 
 cudaError_t SimGpu::DestroyStream(cudaStream_t stream) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return streams_.erase(reinterpret_cast<uintptr_t>(stream)) ? cudaSuccess
                                                              : cudaErrorInvalidResourceHandle;
 }
 
 bool SimGpu::ValidStream(cudaStream_t stream) const {
   if (SpecialStream(stream)) return true;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return streams_.count(reinterpret_cast<uintptr_t>(stream)) != 0;
 }
 
@@ -94,7 +94,7 @@ cudaError_t SimGpu::CreateEvent(unsigned flags, cudaEvent_t* out) {
   // An interprocess event must also disable timing (as in libcudart).
   if ((flags & cudaEventInterprocess) && !(flags & cudaEventDisableTiming))
     return cudaErrorInvalidValue;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   uintptr_t h = next_handle_;
   next_handle_ += kHandleStep;
   events_[h] = Event{flags, false, 0};
@@ -103,14 +103,14 @@ cudaError_t SimGpu::CreateEvent(unsigned flags, cudaEvent_t* out) {
 }
 
 cudaError_t SimGpu::DestroyEvent(cudaEvent_t event) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return events_.erase(reinterpret_cast<uintptr_t>(event)) ? cudaSuccess
                                                            : cudaErrorInvalidResourceHandle;
 }
 
 cudaError_t SimGpu::RecordEvent(cudaEvent_t event, cudaStream_t stream, uint64_t now_ns) {
   if (!ValidStream(stream)) return cudaErrorInvalidResourceHandle;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = events_.find(reinterpret_cast<uintptr_t>(event));
   if (it == events_.end()) return cudaErrorInvalidResourceHandle;
   it->second.recorded = true;
@@ -119,14 +119,14 @@ cudaError_t SimGpu::RecordEvent(cudaEvent_t event, cudaStream_t stream, uint64_t
 }
 
 cudaError_t SimGpu::CheckEvent(cudaEvent_t event) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return events_.count(reinterpret_cast<uintptr_t>(event)) ? cudaSuccess
                                                            : cudaErrorInvalidResourceHandle;
 }
 
 cudaError_t SimGpu::ElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) const {
   if (ms == nullptr) return cudaErrorInvalidValue;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto a = events_.find(reinterpret_cast<uintptr_t>(start));
   auto b = events_.find(reinterpret_cast<uintptr_t>(end));
   if (a == events_.end() || b == events_.end()) return cudaErrorInvalidResourceHandle;
@@ -304,13 +304,13 @@ cudaError_t SimGpu::Attribute(int attr, int* value) const {
 }
 
 void SimGpu::LockForFork() {
-  mu_.lock();
+  mu_.Lock();
   memory_.LockForFork();
 }
 
 void SimGpu::UnlockAfterFork() {
   memory_.UnlockAfterFork();
-  mu_.unlock();
+  mu_.Unlock();
 }
 
 }  // namespace kvtier::interpose

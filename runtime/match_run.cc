@@ -29,10 +29,19 @@ std::vector<std::string_view> Split(std::string_view text, char sep) {
 
 }  // namespace
 
+// Moves happen while a matcher is built, before any thread shares it; the
+// locks cost nothing there and keep alternatives_ checked everywhere.
 AllocationMatcher::AllocationMatcher(AllocationMatcher&& other) noexcept
-    : alternatives_(std::move(other.alternatives_)), needs_caller_(other.needs_caller_) {}
+    : needs_caller_(other.needs_caller_) {
+  MutexLock lock(&other.mu_);
+  MutexLock mine(&mu_);
+  alternatives_ = std::move(other.alternatives_);
+}
 
 AllocationMatcher& AllocationMatcher::operator=(AllocationMatcher&& other) noexcept {
+  if (this == &other) return *this;
+  MutexLock lock(&other.mu_);
+  MutexLock mine(&mu_);
   alternatives_ = std::move(other.alternatives_);
   needs_caller_ = other.needs_caller_;
   return *this;
@@ -83,6 +92,7 @@ Result<AllocationMatcher> AllocationMatcher::Parse(std::string_view text) {
     if (!rule.ok()) return rule.status();
     alt.base = std::move(rule).value();
     matcher.needs_caller_ |= alt.base.needs_caller();
+    MutexLock lock(&matcher.mu_);
     matcher.alternatives_.push_back(std::move(alt));
   }
   return matcher;
@@ -91,7 +101,7 @@ Result<AllocationMatcher> AllocationMatcher::Parse(std::string_view text) {
 AllocationMatcher::Decision AllocationMatcher::Decide(uint64_t size, uint64_t index,
                                                       std::string_view caller_lib) {
   Decision d;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (size_t i = 0; i < alternatives_.size(); ++i) {
     Alternative& alt = alternatives_[i];
     // Every alternative records every allocation that passes its own terms,

@@ -30,12 +30,12 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "runtime/match.h"
+#include "runtime/mutex.h"
 #include "runtime/status.h"
 
 namespace kvtier {
@@ -68,7 +68,10 @@ class AllocationMatcher {
   // it in every alternative's runs and ranks.
   Decision Decide(uint64_t size, uint64_t index, std::string_view caller_lib);
   bool needs_caller() const { return needs_caller_; }
-  size_t alternatives() const { return alternatives_.size(); }
+  size_t alternatives() const {
+    MutexLock lock(&mu_);
+    return alternatives_.size();
+  }
 
  private:
   enum class Op { kGe, kGt, kLe, kLt };
@@ -80,14 +83,14 @@ class AllocationMatcher {
   struct Alternative {
     MatchRule base;  // the stateless terms
     std::vector<Count> counts;
-    // Guarded by the matcher's mutex.
+    // Guarded by the matcher's mu_ (as part of alternatives_).
     uint64_t seen = 0;       // allocations that passed `base`
     uint64_t last_size = 0;  // size of the last of them
     uint64_t run = 0;        // equal sizes in a row, the last included
   };
 
-  std::mutex mu_;
-  std::vector<Alternative> alternatives_;
+  mutable Mutex mu_;
+  std::vector<Alternative> alternatives_ GUARDED_BY(mu_);
   bool needs_caller_ = false;
 };
 

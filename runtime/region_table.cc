@@ -1,18 +1,16 @@
 // RegionTable: ordered map of regions by base address (see region_table.h).
 #include "runtime/region_table.h"
 
-#include <mutex>
-
 namespace kvtier {
 
 void RegionTable::Insert(RegionPtr region) {
-  std::unique_lock lock(mu_);
+  WriterMutexLock lock(&mu_);
   uintptr_t base = region->base;
   by_base_[base] = std::move(region);
 }
 
 RegionPtr RegionTable::Remove(uintptr_t base) {
-  std::unique_lock lock(mu_);
+  WriterMutexLock lock(&mu_);
   auto it = by_base_.find(base);
   if (it == by_base_.end()) return nullptr;
   RegionPtr r = std::move(it->second);
@@ -21,7 +19,7 @@ RegionPtr RegionTable::Remove(uintptr_t base) {
 }
 
 RegionPtr RegionTable::Find(uintptr_t addr) const {
-  std::shared_lock lock(mu_);
+  ReaderMutexLock lock(&mu_);
   auto it = by_base_.upper_bound(addr);  // first base > addr
   if (it == by_base_.begin()) return nullptr;
   --it;
@@ -29,7 +27,7 @@ RegionPtr RegionTable::Find(uintptr_t addr) const {
 }
 
 RegionPtr RegionTable::FindById(RegionId id) const {
-  std::shared_lock lock(mu_);
+  ReaderMutexLock lock(&mu_);
   for (const auto& [base, r] : by_base_) {
     if (r->id == id) return r;
   }
@@ -37,7 +35,7 @@ RegionPtr RegionTable::FindById(RegionId id) const {
 }
 
 std::vector<RegionPtr> RegionTable::Snapshot() const {
-  std::shared_lock lock(mu_);
+  ReaderMutexLock lock(&mu_);
   std::vector<RegionPtr> out;
   out.reserve(by_base_.size());
   for (const auto& [base, r] : by_base_) out.push_back(r);
@@ -45,7 +43,7 @@ std::vector<RegionPtr> RegionTable::Snapshot() const {
 }
 
 size_t RegionTable::size() const {
-  std::shared_lock lock(mu_);
+  ReaderMutexLock lock(&mu_);
   return by_base_.size();
 }
 

@@ -7,9 +7,9 @@
 #pragma once
 
 #include <map>
-#include <shared_mutex>
 #include <vector>
 
+#include "runtime/mutex.h"
 #include "runtime/page_table.h"
 
 namespace kvtier {
@@ -26,8 +26,8 @@ class RegionTable {
   size_t size() const;
 
  private:
-  mutable std::shared_mutex mu_;
-  std::map<uintptr_t, RegionPtr> by_base_;  // guarded by mu_
+  mutable SharedMutex mu_;
+  std::map<uintptr_t, RegionPtr> by_base_ GUARDED_BY(mu_);
 };
 
 }  // namespace kvtier

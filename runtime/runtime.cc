@@ -46,7 +46,7 @@ uint64_t PhysicalMemory() {
 // Process-wide instance. Not destroyed at exit: engine threads and static
 // destructors may still touch tiered memory, so the fault handlers must live
 // until the process is gone. A fork child starts without one.
-std::mutex g_init_mu;
+Mutex g_init_mu;
 std::atomic<Runtime*> g_runtime{nullptr};
 std::atomic<bool> g_init_done{false};
 
@@ -62,7 +62,7 @@ void ResetInChild() {
   if (Runtime* parent = g_runtime.load(std::memory_order_relaxed)) parent->device().AfterForkInChild();
   g_runtime.store(nullptr, std::memory_order_relaxed);
   g_init_done.store(false, std::memory_order_relaxed);
-  new (&g_init_mu) std::mutex();
+  new (&g_init_mu) Mutex();
 }
 
 }  // namespace
@@ -89,7 +89,7 @@ const Options& Runtime::ProcessOptions() {
 
 Runtime* Runtime::Get() {
   if (g_init_done.load(std::memory_order_acquire)) return g_runtime.load(std::memory_order_acquire);
-  std::lock_guard<std::mutex> lock(g_init_mu);
+  MutexLock lock(&g_init_mu);
   if (g_init_done.load(std::memory_order_relaxed)) return g_runtime.load(std::memory_order_relaxed);
   const Options& options = ProcessOptions();
   Runtime* rt = nullptr;
@@ -192,12 +192,16 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
   tick.mover.bps[kChannelSpill] = rates.spill;
   tick.mover.share_pct = static_cast<uint32_t>(options.link_share);
   tick.mover.cap_bytes = options.move_bytes_per_tick;
-  rt->engine_ = std::make_unique<TickEngine>(*rt->device_, *rt->policy_, MonotonicClock::Get(),
-                                             tick, &rt->counters_);
-  rt->engine_->mover().set_on_failure(
-      [r = rt.get()](Region& region, const Move& move, const Status& error) {
-        r->OnMoveFailed(region, move, error);
-      });
+  {
+    // No thread ticks yet; the lock costs nothing and keeps engine_ checked.
+    MutexLock lock(&rt->tick_mu_);
+    rt->engine_ = std::make_unique<TickEngine>(*rt->device_, *rt->policy_, MonotonicClock::Get(),
+                                               tick, &rt->counters_);
+    rt->engine_->mover().set_on_failure(
+        [r = rt.get()](Region& region, const Move& move, const Status& error) {
+          r->OnMoveFailed(region, move, error);
+        });
+  }
 
   Counters& c = rt->counters_;
   Counters::Set(c.device_budget_bytes, rt->device_->capacity_bytes());
@@ -325,10 +329,10 @@ Status Runtime::Hint(const void* ptr, size_t len, SignalKind kind) {
 
 void Runtime::TickSoon() {
   if (early_asked_.exchange(true, std::memory_order_acq_rel)) return;  // asked this tick
-  std::lock_guard<std::mutex> lock(stop_mu_);
+  MutexLock lock(&stop_mu_);
   if (!tick_early_) {
     tick_early_ = true;
-    stop_cv_.notify_one();
+    stop_cv_.Signal();
   }
 }
 
@@ -366,7 +370,7 @@ void Runtime::OnMoveFailed(Region& region, const Move& move, const Status& error
 }
 
 void Runtime::Tick() {
-  std::lock_guard<std::mutex> lock(tick_mu_);
+  MutexLock lock(&tick_mu_);
   const uint64_t start = NowNs();
   std::vector<RegionPtr> regions = regions_.Snapshot();
   signals_.clear();
@@ -397,7 +401,7 @@ void Runtime::Tick() {
 
 void Runtime::PolicyLoop() {
   pthread_setname_np(pthread_self(), "kvtier-policy");
-  std::unique_lock<std::mutex> lock(stop_mu_);
+  MutexLock lock(&stop_mu_);
   // Ticks start every period, however long one takes (a late one starts at
   // once, and the next a period later: no burst to catch up), and early
   // when the engine waits on a page from the host or disk or the device had
@@ -409,21 +413,24 @@ void Runtime::PolicyLoop() {
   auto start = std::chrono::steady_clock::now();
   auto next = start + period;
   while (!stopping_) {
-    stop_cv_.wait_until(lock, next, [this] { return stopping_ || tick_early_; });
+    while (!stopping_ && !tick_early_ && stop_cv_.WaitUntil(stop_mu_, next)) {
+    }
     if (!stopping_ && tick_early_) {
-      stop_cv_.wait_until(lock, std::min(next, start + min_gap), [this] { return stopping_; });
+      const auto until = std::min(next, start + min_gap);
+      while (!stopping_ && stop_cv_.WaitUntil(stop_mu_, until)) {
+      }
     }
     if (stopping_) break;
     tick_early_ = false;
     early_asked_.store(false, std::memory_order_release);  // a fault from now on asks again
-    lock.unlock();
+    lock.Unlock();
     start = std::chrono::steady_clock::now();
     // An early tick is an extra one: the periodic ones keep their times (a
     // burst of early ticks must not push the next periodic one back).
     const bool early = start < next;
     Tick();
     if (!early) next = std::max(next + period, start);
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -431,13 +438,13 @@ void Runtime::Shutdown() {
   if (shut_down_.exchange(true)) return;
   if (!started_) return;  // Create failed: nothing ran, there is nothing to report
   {
-    std::lock_guard<std::mutex> lock(stop_mu_);
+    MutexLock lock(&stop_mu_);
     stopping_ = true;
   }
-  stop_cv_.notify_all();
+  stop_cv_.SignalAll();
   if (policy_thread_.joinable()) policy_thread_.join();
   {
-    std::lock_guard<std::mutex> lock(tick_mu_);
+    MutexLock lock(&tick_mu_);
     if (stats_) stats_->Publish(counters_, regions_.Snapshot());
   }
   if (options_.show_stats) {

@@ -12,17 +12,15 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <thread>
-#include <condition_variable>
 #include <functional>
 #include <vector>
 
 #include "runtime/counters.h"
 #include "runtime/device/device.h"
 #include "runtime/match_run.h"
+#include "runtime/mutex.h"
 #include "runtime/options.h"
 #include "runtime/page_table.h"
 #include "runtime/policy.h"
@@ -106,23 +104,25 @@ class Runtime : public DeviceEvents {
   AllocationMatcher match_;
   std::unique_ptr<Policy> policy_;
   std::unique_ptr<StatsSegment> stats_;
-  std::unique_ptr<TickEngine> engine_;  // used under tick_mu_
-  std::vector<Signal> signals_;         // guarded by tick_mu_: this tick's, drained from ring_
+  std::unique_ptr<TickEngine> engine_ PT_GUARDED_BY(tick_mu_);
+  std::vector<Signal> signals_ GUARDED_BY(tick_mu_);  // this tick's, drained from ring_
   std::atomic<uint32_t> next_region_id_{1};
   std::atomic<uint64_t> alloc_index_{0};
-  uint64_t last_publish_ns_ = 0;  // guarded by tick_mu_
+  uint64_t last_publish_ns_ GUARDED_BY(tick_mu_) = 0;
 
-  std::mutex tick_mu_;  // serialises Tick() (thread vs tests vs shutdown)
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;  // guarded by stop_mu_
+  // Lock order: tick_mu_ before the device's and the store's locks (a tick
+  // moves pages); stop_mu_ is never held with another.
+  Mutex tick_mu_;  // serialises Tick() (thread vs tests vs shutdown)
+  Mutex stop_mu_;
+  CondVar stop_cv_;
+  bool stopping_ GUARDED_BY(stop_mu_) = false;
   // Wakes the policy thread for a tick before its period (see PolicyLoop).
   void TickSoon();
   // The engine waits on a page from the host or disk, or the device evicted
   // a page itself (it was full at a fault): the policy ticks now rather than
-  // at its next period. Guarded by stop_mu_; early_asked_ lets a burst of
-  // faults take that lock once per tick.
-  bool tick_early_ = false;
+  // at its next period. early_asked_ lets a burst of faults take stop_mu_
+  // once per tick.
+  bool tick_early_ GUARDED_BY(stop_mu_) = false;
   std::atomic<bool> early_asked_{false};
   std::atomic<bool> shut_down_{false};
   bool started_ = false;  // set as Create's last step: every part exists

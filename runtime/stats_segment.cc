@@ -67,13 +67,13 @@ void CopyString(char* dst, size_t cap, const std::string& src) {
 
 // Paths of the segments this process publishes: a second Create for the same
 // path must fail instead of "replacing a stale file" that is in fact live.
-std::mutex& LiveMutex() {
-  static std::mutex mu;
-  return mu;
-}
-std::set<std::string>& LivePaths() {
-  static auto* paths = new std::set<std::string>;  // never destroyed: used at exit
-  return *paths;
+struct LiveSegments {
+  Mutex mu;
+  std::set<std::string> paths GUARDED_BY(mu);
+};
+LiveSegments& Live() {
+  static auto* live = new LiveSegments;  // never destroyed: used at exit
+  return *live;
 }
 
 // Removes kvtier.<pid> files in `dir` whose process no longer exists. Best
@@ -158,8 +158,9 @@ Result<std::unique_ptr<StatsSegment>> StatsSegment::Create(const std::string& di
   const pid_t pid = getpid();
   std::string path = dir + "/" + KVTIER_STATS_PREFIX + std::to_string(pid);
   {
-    std::lock_guard<std::mutex> lock(LiveMutex());
-    if (LivePaths().count(path) != 0) {
+    LiveSegments& live = Live();
+    MutexLock lock(&live.mu);
+    if (live.paths.count(path) != 0) {
       return Status::Errorf(
           "stats segment %s: this process already publishes it (one runtime per process)",
           path.c_str());
@@ -226,13 +227,17 @@ Result<std::unique_ptr<StatsSegment>> StatsSegment::Create(const std::string& di
   CopyString(s.backend, sizeof s.backend, identity.backend);
   CopyString(s.policy, sizeof s.policy, identity.policy);
   CopyString(s.disk_io, sizeof s.disk_io, identity.disk_io);
-  seg->disk_io_ = identity.disk_io;
+  {
+    MutexLock lock(&seg->events_mu_);  // not shared yet: taken for the analysis' sake
+    seg->disk_io_ = identity.disk_io;
+  }
   // Until this first write the file is all zeros: readers see magic 0 and
   // treat it as "being created".
   seg->WriteShared();
   {
-    std::lock_guard<std::mutex> lock(LiveMutex());
-    LivePaths().insert(path);
+    LiveSegments& live = Live();
+    MutexLock lock(&live.mu);
+    live.paths.insert(path);
   }
   return seg;
 }
@@ -244,18 +249,19 @@ StatsSegment::~StatsSegment() {
   if (stat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_) {
     unlink(path_.c_str());
   }
-  std::lock_guard<std::mutex> lock(LiveMutex());
-  LivePaths().erase(path_);
+  LiveSegments& live = Live();
+  MutexLock lock(&live.mu);
+  live.paths.erase(path_);
 }
 
 void StatsSegment::SetDiskIo(const std::string& disk_io) {
-  std::lock_guard<std::mutex> lock(events_mu_);
+  MutexLock lock(&events_mu_);
   disk_io_ = disk_io;
 }
 
 void StatsSegment::AddEvent(const std::string& text) {
   const uint64_t now = RealtimeNs();
-  std::lock_guard<std::mutex> lock(events_mu_);
+  MutexLock lock(&events_mu_);
   // Only the newest KVTIER_STATS_MAX_EVENTS can be shown; keep the queue bounded
   // even when nobody publishes.
   if (pending_events_.size() >= KVTIER_STATS_MAX_EVENTS) {
@@ -283,7 +289,7 @@ void StatsSegment::Publish(const Counters& counters, const std::vector<RegionPtr
 
   std::vector<PendingEvent> events;
   {
-    std::lock_guard<std::mutex> lock(events_mu_);
+    MutexLock lock(&events_mu_);
     events.swap(pending_events_);
     CopyString(s.disk_io, sizeof s.disk_io, disk_io_);
   }

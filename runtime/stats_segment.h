@@ -16,12 +16,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "kvtier/stats.h"
 #include "runtime/counters.h"
+#include "runtime/mutex.h"
 #include "runtime/page_table.h"
 #include "runtime/status.h"
 
@@ -77,9 +77,9 @@ class StatsSegment {
   ino_t ino_ = 0;            // destructor never removes someone else's
   uint64_t* shm_ = nullptr;  // the mapping, touched only as atomic words
   std::unique_ptr<kvtier_stats_segment> staging_;  // Publish's private copy
-  std::mutex events_mu_;
-  std::vector<PendingEvent> pending_events_;  // guarded by events_mu_
-  std::string disk_io_;                       // guarded by events_mu_
+  Mutex events_mu_;
+  std::vector<PendingEvent> pending_events_ GUARDED_BY(events_mu_);
+  std::string disk_io_ GUARDED_BY(events_mu_);
 };
 
 }  // namespace kvtier

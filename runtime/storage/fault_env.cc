@@ -166,19 +166,19 @@ const char* FaultName(Fault f) {
 FaultEnv::FaultEnv(Env* base, uint64_t seed) : base_(base), rng_(seed) {}
 
 void FaultEnv::Arm(Fault f, int times, int skip) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Rule& r = rules_[static_cast<int>(f)];
   r.times = times;
   r.skip = skip;
 }
 
 void FaultEnv::SetRate(Fault f, double p) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   rules_[static_cast<int>(f)].rate = p;
 }
 
 void FaultEnv::Clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (Rule& r : rules_) r = Rule();
 }
 
@@ -192,7 +192,7 @@ uint64_t FaultEnv::NowNanos() {
 }
 
 bool FaultEnv::Fires(Fault f) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Rule& r = rules_[static_cast<int>(f)];
   if (r.times != 0) {
     if (r.skip > 0) {
@@ -207,7 +207,7 @@ bool FaultEnv::Fires(Fault f) {
 }
 
 uint64_t FaultEnv::Random() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return NextRandomLocked();
 }
 

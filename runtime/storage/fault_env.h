@@ -17,9 +17,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "runtime/mutex.h"
 #include "runtime/storage/env.h"
 
 namespace kvtier {
@@ -90,12 +90,12 @@ class FaultEnv final : public Env {
     double rate = 0;
   };
   std::unique_ptr<IoQueue> Wrap(std::unique_ptr<IoQueue> base);
-  uint64_t NextRandomLocked();  // requires mu_
+  uint64_t NextRandomLocked() REQUIRES(mu_);
 
   Env* const base_;
-  std::mutex mu_;
-  uint64_t rng_;             // guarded by mu_
-  Rule rules_[kFaultKinds];  // guarded by mu_
+  Mutex mu_;
+  uint64_t rng_ GUARDED_BY(mu_);
+  Rule rules_[kFaultKinds] GUARDED_BY(mu_);
   std::atomic<uint64_t> injected_[kFaultKinds] = {};
   std::atomic<uint64_t> slow_ns_{0};
   std::atomic<bool> refuse_tmpfile_{false}, refuse_direct_{false}, refuse_uring_{false};

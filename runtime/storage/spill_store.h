@@ -19,11 +19,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "runtime/counters.h"
+#include "runtime/mutex.h"
 #include "runtime/status.h"
 #include "runtime/storage/env.h"
 
@@ -149,7 +149,7 @@ class SpillStore {
   bool SlotInUse(uint32_t slot) const;
   void OnWriteDone(size_t len);
   void OnWriteFailed(const std::string& why);
-  void EnterDegradedLocked(uint64_t now_ns, const std::string& why);  // requires mu_
+  void EnterDegradedLocked(uint64_t now_ns, const std::string& why) REQUIRES(mu_);
   uint64_t SlotOffset(uint32_t slot) const { return uint64_t{slot} * config_.page_size; }
 
   std::unique_ptr<SpillBatch> AcquireSyncBatch(Status* error);
@@ -166,19 +166,19 @@ class SpillStore {
   std::string file_desc_;
   uint32_t max_slots_ = 0;
 
-  mutable std::mutex mu_;
-  std::vector<uint32_t> free_;  // guarded by mu_; LIFO: reuse warm slots first
-  std::vector<bool> in_use_;    // guarded by mu_
-  uint32_t next_slot_ = 0;      // guarded by mu_; slots >= this were never used
-  uint32_t used_slots_ = 0;     // guarded by mu_
-  uint64_t file_bytes_ = 0;     // guarded by mu_; bytes reserved with fallocate
-  bool degraded_ = false;       // guarded by mu_
-  uint64_t retry_at_ns_ = 0;    // guarded by mu_
-  uint64_t backoff_ns_ = 0;     // guarded by mu_
-  std::string last_error_;      // guarded by mu_
+  mutable Mutex mu_;
+  std::vector<uint32_t> free_ GUARDED_BY(mu_);  // LIFO: reuse warm slots first
+  std::vector<bool> in_use_ GUARDED_BY(mu_);
+  uint32_t next_slot_ GUARDED_BY(mu_) = 0;  // slots >= this were never used
+  uint32_t used_slots_ GUARDED_BY(mu_) = 0;
+  uint64_t file_bytes_ GUARDED_BY(mu_) = 0;  // bytes reserved with fallocate
+  bool degraded_ GUARDED_BY(mu_) = false;
+  uint64_t retry_at_ns_ GUARDED_BY(mu_) = 0;
+  uint64_t backoff_ns_ GUARDED_BY(mu_) = 0;
+  std::string last_error_ GUARDED_BY(mu_);
 
-  std::mutex pool_mu_;
-  std::vector<std::unique_ptr<SpillBatch>> idle_sync_;  // guarded by pool_mu_
+  Mutex pool_mu_;
+  std::vector<std::unique_ptr<SpillBatch>> idle_sync_ GUARDED_BY(pool_mu_);
 };
 
 }  // namespace kvtier

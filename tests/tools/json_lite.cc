@@ -4,6 +4,14 @@
 #include <cstdlib>
 
 namespace kvtier::testing {
+
+Json::Json() = default;
+Json::Json(const Json&) = default;
+Json::Json(Json&&) noexcept = default;
+Json& Json::operator=(const Json&) = default;
+Json& Json::operator=(Json&&) noexcept = default;
+Json::~Json() = default;
+
 namespace {
 
 const Json& NullJson() {

@@ -19,6 +19,15 @@ struct Json {
   std::vector<Json> items;
   std::vector<std::pair<std::string, Json>> members;
 
+  // Out of line: std::pair<std::string, Json> is complete only after this
+  // struct, and clang instantiates inline special members too early.
+  Json();
+  Json(const Json&);
+  Json(Json&&) noexcept;
+  Json& operator=(const Json&);
+  Json& operator=(Json&&) noexcept;
+  ~Json();
+
   // Member `key` of an object, or a null value if there is none.
   const Json& operator[](const std::string& key) const;
   const Json& operator[](size_t index) const;

@@ -130,7 +130,11 @@ Status Parse(int argc, char** argv, Cli* cli) {
     }
     kv[a] = value;
   }
-  for (const auto& [flag, v] : kv) {
+  for (const auto& entry : kv) {
+    // Plain references, not a structured binding: the lambdas below capture
+    // them, which clang before 16 does not allow for bindings.
+    const std::string& flag = entry.first;
+    const std::string& v = entry.second;
     auto num = [&](double* out) -> Status {
       Result<double> r = ParseNumber(flag, v);
       if (!r.ok()) return r.status();

@@ -46,7 +46,7 @@ class ScopedContext {
 Result<std::unique_ptr<UvmDevice>> UvmDevice::Create(UvmDeviceConfig config) {
   std::unique_ptr<UvmDevice> dev(new UvmDevice(std::move(config)));
   {
-    std::lock_guard<std::mutex> lock(dev->mu_);
+    MutexLock lock(&dev->mu_);
     Result<DeviceState*> first = dev->DeviceLocked(dev->config_.device);
     if (!first.ok()) return first.status();
   }
@@ -102,15 +102,15 @@ UvmDevice::~UvmDevice() {
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(stop_mu_);
+    MutexLock lock(&stop_mu_);
     stopping_ = true;
   }
-  stop_cv_.notify_all();
+  stop_cv_.SignalAll();
   if (maintenance_ && maintenance_->joinable()) maintenance_->join();
   delete cupti_.exchange(nullptr);
   std::vector<UvmRegion*> left;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (auto& [base, r] : by_base_) left.push_back(r);
   }
   for (UvmRegion* r : left) DestroyRegion(*r->region);
@@ -166,7 +166,7 @@ Result<RegionPtr> UvmDevice::CreateRegion(RegionId id, size_t bytes, size_t page
   }
   CUcontext context = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Result<DeviceState*> state = DeviceLocked(device);
     if (!state.ok()) return state.status();
     context = state.value()->context;
@@ -185,7 +185,7 @@ Result<RegionPtr> UvmDevice::CreateRegion(RegionId id, size_t bytes, size_t page
   auto* r = new UvmRegion{region, device, std::make_unique<Link[]>(region->pages.size())};
   for (uint32_t p = 0; p < region->pages.size(); ++p) r->links[p] = Link{nullptr, nullptr, r, p};
   region->backend = r;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   by_base_[region->base] = r;
   return RegionPtr(region);
 }
@@ -194,11 +194,13 @@ void UvmDevice::DestroyRegion(Region& region) {
   auto* r = static_cast<UvmRegion*>(region.backend);
   if (r == nullptr) return;
   RegionPtr keep = r->region;  // the caller's reference may be the last
+  CUcontext context = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = by_base_.find(region.base);
     if (it == by_base_.end() || it->second != r) return;
     by_base_.erase(it);
+    context = devices_[r->device].context;
     for (uint32_t p = 0; p < region.pages.size(); ++p) {
       Tier t = region.pages[p].tier.load(std::memory_order_relaxed);
       if (t == Tier::kDevice) {
@@ -213,7 +215,7 @@ void UvmDevice::DestroyRegion(Region& region) {
   }
   region.backend = nullptr;
   if (!forked_.load()) {
-    ScopedContext ctx(config_.api, devices_[r->device].context);
+    ScopedContext ctx(config_.api, context);
     // cuMemFree waits for work still using the memory.
     CUresult res = config_.api.cuMemFree(static_cast<CUdeviceptr>(region.base));
     if (res != CUDA_SUCCESS) {
@@ -268,7 +270,7 @@ Status UvmDevice::MoveLocked(UvmRegion& r, uint32_t page, bool to_host) {
 
 Status UvmDevice::Demote(Region& region, uint32_t page) {
   if (Status s = Usable(); !s.ok()) return s;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Result<UvmRegion*> r = FindLocked(region, page);
   if (!r.ok()) return r.status();
   if (region.pages[page].tier.load(std::memory_order_relaxed) != Tier::kDevice) return Status::Ok();
@@ -284,7 +286,7 @@ Status UvmDevice::Promote(Region& region, uint32_t page) {
   std::vector<Evicted> evicted;
   Status status;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Result<UvmRegion*> r = FindLocked(region, page);
     if (!r.ok()) return r.status();
     if (region.pages[page].tier.load(std::memory_order_relaxed) == Tier::kDevice) {

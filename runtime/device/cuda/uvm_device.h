@@ -37,10 +37,9 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <mutex>  // std::once_flag
 #include <thread>
 #include <vector>
 
@@ -48,6 +47,7 @@
 #include "runtime/device/cuda/cupti_source.h"
 #include "runtime/device/cuda/driver_api.h"
 #include "runtime/device/device.h"
+#include "runtime/mutex.h"
 
 namespace kvtier::cuda {
 
@@ -139,14 +139,14 @@ class UvmDevice final : public Device, public UvmEventSink {
 
   explicit UvmDevice(UvmDeviceConfig config);
   Status Usable() const;
-  Result<DeviceState*> DeviceLocked(CUdevice device);
-  Result<UvmRegion*> FindLocked(const Region& region, uint32_t page) const;
-  UvmRegion* FindByAddressLocked(uintptr_t addr) const;
-  // Moves one page and waits for it; the caller holds mu_.
-  Status MoveLocked(UvmRegion& r, uint32_t page, bool to_host);
-  Status MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted);
-  Status CheckFreeMemoryLocked(CUdevice device, uint64_t bytes);
-  void SetTierLocked(UvmRegion& r, uint32_t page, Tier to);
+  Result<DeviceState*> DeviceLocked(CUdevice device) REQUIRES(mu_);
+  Result<UvmRegion*> FindLocked(const Region& region, uint32_t page) const REQUIRES(mu_);
+  UvmRegion* FindByAddressLocked(uintptr_t addr) const REQUIRES(mu_);
+  // Moves one page and waits for it.
+  Status MoveLocked(UvmRegion& r, uint32_t page, bool to_host) REQUIRES(mu_);
+  Status MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted) REQUIRES(mu_);
+  Status CheckFreeMemoryLocked(CUdevice device, uint64_t bytes) REQUIRES(mu_);
+  void SetTierLocked(UvmRegion& r, uint32_t page, Tier to) REQUIRES(mu_);
   void Account(Tier tier, uint64_t bytes, bool add);
   void Report(const std::vector<Evicted>& evicted, const std::vector<Faulted>& faulted);
   void StartCupti();
@@ -159,17 +159,17 @@ class UvmDevice final : public Device, public UvmEventSink {
   std::atomic<uint64_t> resident_bytes_{0};
   std::atomic<uint64_t> thrashing_{0};
 
-  mutable std::mutex mu_;
-  std::map<uintptr_t, UvmRegion*> by_base_;  // guarded by mu_
-  Link resident_;                            // guarded by mu_; sentinel, oldest first
-  DeviceState devices_[kMaxDevices];         // guarded by mu_
+  mutable Mutex mu_;
+  std::map<uintptr_t, UvmRegion*> by_base_ GUARDED_BY(mu_);
+  Link resident_ GUARDED_BY(mu_);  // sentinel, oldest first
+  DeviceState devices_[kMaxDevices] GUARDED_BY(mu_);
 
   std::once_flag cupti_once_;
   std::atomic<CuptiSource*> cupti_{nullptr};  // set once by StartCupti, owned
 
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;  // guarded by stop_mu_
+  Mutex stop_mu_;
+  CondVar stop_cv_;
+  bool stopping_ GUARDED_BY(stop_mu_) = false;
   std::unique_ptr<std::thread> maintenance_;
 };
 

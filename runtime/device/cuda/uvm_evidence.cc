@@ -16,7 +16,7 @@ void UvmDevice::OnUvmEvents(const UvmEvent* events, size_t count) {
   std::vector<Evicted> evicted;
   std::vector<Faulted> faulted;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (size_t i = 0; i < count; ++i) {
       const UvmEvent& e = events[i];
       if (e.kind == UvmEvent::Kind::kThrashing) {
@@ -71,7 +71,7 @@ void UvmDevice::Maintain() {
   if (CuptiSource* cupti = cupti_.load(std::memory_order_acquire)) cupti->Flush(/*forced=*/true);
   std::vector<Evicted> evicted;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (resident_bytes_.load(std::memory_order_relaxed) > config_.capacity_bytes) {
       Status s = MakeRoomLocked(0, &evicted);
       if (!s.ok()) Log(1, "%s", s.message().c_str());
@@ -82,14 +82,16 @@ void UvmDevice::Maintain() {
 
 void UvmDevice::MaintenanceLoop() {
   pthread_setname_np(pthread_self(), "kvtier-uvm");
-  std::unique_lock<std::mutex> lock(stop_mu_);
+  MutexLock lock(&stop_mu_);
   const auto period = std::chrono::milliseconds(config_.maintenance_ms);
   while (!stopping_) {
-    stop_cv_.wait_for(lock, period, [this] { return stopping_; });
+    const auto until = std::chrono::steady_clock::now() + period;
+    while (!stopping_ && stop_cv_.WaitUntil(stop_mu_, until)) {
+    }
     if (stopping_) break;
-    lock.unlock();
+    lock.Unlock();
     Maintain();
-    lock.lock();
+    lock.Lock();
   }
 }
 

@@ -35,7 +35,7 @@ Result<RegionPtr> ModelDevice::CreateRegion(RegionId id, size_t bytes, size_t pa
         "and a power-of-two page size)",
         bytes, page_size);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (regions_.count(id)) return Status::Errorf("model device: region id %u exists already", id);
   // Managed allocations start on a VA block boundary (or a page, if larger).
   const uint64_t block = costs_.fault_block_bytes;
@@ -51,7 +51,7 @@ Result<RegionPtr> ModelDevice::CreateRegion(RegionId id, size_t bytes, size_t pa
 }
 
 void ModelDevice::DestroyRegion(Region& region) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = regions_.find(region.id);
   if (it == regions_.end()) return;
   for (uint32_t p = 0; p < region.pages.size(); ++p) {
@@ -220,12 +220,12 @@ void ModelDevice::AdvanceLocked(uint64_t t) {
 }
 
 void ModelDevice::AdvanceTo(uint64_t t_ns) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   AdvanceLocked(t_ns);
 }
 
 Status ModelDevice::Demote(Region& region, uint32_t page) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   RegionState* rs = StateOf(region.id);
   if (!rs || page >= region.pages.size()) {
     return Status::Errorf("model device: demote of page %u of unknown region %u", page, region.id);
@@ -251,7 +251,7 @@ Status ModelDevice::Demote(Region& region, uint32_t page) {
 Status ModelDevice::Promote(Region& region, uint32_t page) {
   std::vector<Event> events;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     RegionState* rs = StateOf(region.id);
     if (!rs || page >= region.pages.size()) {
       return Status::Errorf("model device: promote of page %u of unknown region %u", page,
@@ -309,7 +309,7 @@ void ModelDevice::PromoteLocked(RegionState& rs, uint32_t page, std::vector<Even
 }
 
 Status ModelDevice::Spill(Region& region, uint32_t page) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (costs_.disk_bytes == 0) return Status::Error("model device: no disk tier (disk budget 0)");
   RegionState* rs = StateOf(region.id);
   if (!rs || page >= region.pages.size()) {
@@ -340,7 +340,7 @@ uint64_t ModelDevice::Touch(Region& region, const uint32_t* pages, size_t n) {
   std::vector<Event> events;
   uint64_t ready;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     RegionState* rs = StateOf(region.id);
     const uint64_t t0 = now_;
     ready = t0;
@@ -440,42 +440,42 @@ void ModelDevice::Notify(const std::vector<Event>& events) {
 }
 
 uint64_t ModelDevice::resident_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return occupied_ - leaving_;
 }
 
 uint64_t ModelDevice::now_ns() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return now_;
 }
 
 uint64_t ModelDevice::busy_until_ns() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return std::max({h2d_free_, d2h_free_, ssd_free_});
 }
 
 bool ModelDevice::transfers_pending() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return !up_.empty() || !down_.empty() || !spill_.empty();
 }
 
 uint64_t ModelDevice::host_used_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return host_used_;
 }
 
 uint64_t ModelDevice::disk_used_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return disk_used_;
 }
 
 uint64_t ModelDevice::residency_epoch() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return epoch_;
 }
 
 ModelDeviceStats ModelDevice::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return stats_;
 }
 

@@ -27,13 +27,13 @@
 
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "runtime/clock.h"
 #include "runtime/device/device.h"
+#include "runtime/mutex.h"
 
 namespace kvtier {
 
@@ -160,20 +160,20 @@ class ModelDevice : public Device {
     uint64_t wait_ns;
   };
 
-  RegionState* StateOf(RegionId id);
-  void PromoteLocked(RegionState& rs, uint32_t page, std::vector<Event>* events);
-  void AdvanceLocked(uint64_t t);
-  void CompleteUp(const Pending& p);
-  void CompleteDown(const Pending& p);
-  void CompleteSpill(const Pending& p);
+  RegionState* StateOf(RegionId id) REQUIRES(mu_);
+  void PromoteLocked(RegionState& rs, uint32_t page, std::vector<Event>* events) REQUIRES(mu_);
+  void AdvanceLocked(uint64_t t) REQUIRES(mu_);
+  void CompleteUp(const Pending& p) REQUIRES(mu_);
+  void CompleteDown(const Pending& p) REQUIRES(mu_);
+  void CompleteSpill(const Pending& p) REQUIRES(mu_);
   // Reserves a device frame for a page arriving at or after `t`; returns when
   // the frame is free. May finish a demotion early in the books or evict.
-  uint64_t AcquireFrame(uint64_t t, uint64_t bytes, std::vector<Event>* events);
-  void NoteArrival(RegionState& rs, uint32_t page);
+  uint64_t AcquireFrame(uint64_t t, uint64_t bytes, std::vector<Event>* events) REQUIRES(mu_);
+  void NoteArrival(RegionState& rs, uint32_t page) REQUIRES(mu_);
   uint64_t Transfer(uint64_t* channel_free, uint64_t start, uint64_t bytes, double bps,
                     uint64_t latency_ns);
   // Reads a spilled page back into host memory; returns when it is there.
-  uint64_t ReadFromDisk(uint64_t t, uint64_t bytes);
+  uint64_t ReadFromDisk(uint64_t t, uint64_t bytes) REQUIRES(mu_);
   uint64_t SsdLatency(uint64_t bytes) const;  // the setup share of `bytes` of I/O
   void Notify(const std::vector<Event>& events);
 
@@ -190,23 +190,23 @@ class ModelDevice : public Device {
   DeviceEvents* const events_;
   const VirtualClock clock_{this};
 
-  mutable std::mutex mu_;
-  uint64_t now_ = 0;                        // guarded by mu_
-  uint64_t h2d_free_ = 0;                   // guarded by mu_: channel free times
-  uint64_t d2h_free_ = 0;                   // guarded by mu_
-  uint64_t ssd_free_ = 0;                   // guarded by mu_
-  uint64_t occupied_ = 0;                   // guarded by mu_: device frames in use, bytes
-  uint64_t leaving_ = 0;                    // guarded by mu_: bytes on their way down
-  uint64_t host_used_ = 0;                  // guarded by mu_
-  uint64_t disk_used_ = 0;                  // guarded by mu_
-  uint64_t epoch_ = 0;                      // guarded by mu_
-  uint64_t next_base_ = 0x7f0000000000ull;  // guarded by mu_
-  std::deque<Pending> up_;                  // guarded by mu_: promotions, in end order
-  std::deque<Pending> down_;                // guarded by mu_: demotions, in end order
-  std::deque<Pending> spill_;               // guarded by mu_
-  std::deque<Lrm> lrm_;                     // guarded by mu_
-  std::unordered_map<RegionId, RegionState> regions_;  // guarded by mu_
-  ModelDeviceStats stats_;                             // guarded by mu_
+  mutable Mutex mu_;
+  uint64_t now_ GUARDED_BY(mu_) = 0;
+  uint64_t h2d_free_ GUARDED_BY(mu_) = 0;  // channel free times
+  uint64_t d2h_free_ GUARDED_BY(mu_) = 0;
+  uint64_t ssd_free_ GUARDED_BY(mu_) = 0;
+  uint64_t occupied_ GUARDED_BY(mu_) = 0;  // device frames in use, bytes
+  uint64_t leaving_ GUARDED_BY(mu_) = 0;   // bytes on their way down
+  uint64_t host_used_ GUARDED_BY(mu_) = 0;
+  uint64_t disk_used_ GUARDED_BY(mu_) = 0;
+  uint64_t epoch_ GUARDED_BY(mu_) = 0;
+  uint64_t next_base_ GUARDED_BY(mu_) = 0x7f0000000000ull;
+  std::deque<Pending> up_ GUARDED_BY(mu_);    // promotions, in end order
+  std::deque<Pending> down_ GUARDED_BY(mu_);  // demotions, in end order
+  std::deque<Pending> spill_ GUARDED_BY(mu_);
+  std::deque<Lrm> lrm_ GUARDED_BY(mu_);
+  std::unordered_map<RegionId, RegionState> regions_ GUARDED_BY(mu_);
+  ModelDeviceStats stats_ GUARDED_BY(mu_);
 };
 
 }  // namespace kvtier

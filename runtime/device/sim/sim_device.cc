@@ -67,7 +67,7 @@ SimDevice::~SimDevice() {
   }
   StopThreads();
   close(stop_fd_);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!by_base_->empty()) ReleaseRegionLocked(by_base_->begin()->second);
   if (zero_src_) munmap(zero_src_, zero_src_bytes_);
 }
@@ -120,7 +120,7 @@ Result<RegionPtr> SimDevice::CreateRegion(RegionId id, size_t bytes, size_t page
     sim->views.Release();
     return s.Annotate("simulated GPU: region " + std::to_string(id));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   (*by_base_)[base] = sim.get();
   region->backend = sim.release();
   return region;
@@ -128,13 +128,13 @@ Result<RegionPtr> SimDevice::CreateRegion(RegionId id, size_t bytes, size_t page
 
 void SimDevice::DestroyRegion(Region& region) {
   if (forked_.load()) return;
-  Lock lock(mu_);
+  MutexLock lock(&mu_);
   auto* r = static_cast<SimRegion*>(region.backend);
   if (r == nullptr || r->device != this || r->releasing) return;
   // A spill or restore of one of its pages is reading or writing its views:
   // let it finish (no new one starts on a releasing region).
   r->releasing = true;
-  disk_io_done_.wait(lock, [r] { return r->disk_io == 0; });
+  while (r->disk_io != 0) disk_io_done_.Wait(mu_);
   ReleaseRegionLocked(r);
 }
 
@@ -183,7 +183,7 @@ SimRegion* SimDevice::FindByAddressLocked(uintptr_t addr) const {
 }
 
 uint8_t* SimDevice::AliasOf(const Region& region) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto* r = static_cast<SimRegion*>(region.backend);
   return r && r->device == this ? r->views.alias : nullptr;
 }
@@ -194,7 +194,7 @@ uint64_t SimDevice::resident_bytes() const {
 
 Status SimDevice::Demote(Region& region, uint32_t page) {
   if (Status s = Usable(); !s.ok()) return s;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Result<SimRegion*> r = FindLocked(region, page);
   if (!r.ok()) return r.status();
   if (region.pages[page].tier.load(std::memory_order_relaxed) != Tier::kDevice) {
@@ -212,7 +212,7 @@ Status SimDevice::Promote(Region& region, uint32_t page) {
   std::vector<Evicted> evicted;
   Status s;
   {
-    Lock lock(mu_);
+    MutexLock lock(&mu_);
     for (;;) {
       Result<SimRegion*> r = FindLocked(region, page);
       if (!r.ok()) return r.status();
@@ -223,10 +223,10 @@ Status SimDevice::Promote(Region& region, uint32_t page) {
         s = BringInLocked(*r.value(), page, &evicted);
       } else if (rec.flags.load(std::memory_order_relaxed) & kPageInFlight) {
         // A fault is restoring it: wait for that one read, then look again.
-        disk_io_done_.wait(lock);
+        disk_io_done_.Wait(mu_);
         continue;
       } else {
-        s = RestoreLocked(lock, *r.value(), page, &evicted);
+        s = RestoreLocked(*r.value(), page, &evicted);
       }
       break;
     }
@@ -336,7 +336,7 @@ void SimDevice::Account(Tier tier, uint64_t bytes, bool add) {
   if (tier != Tier::kDisk) AccountTierBytes(counters_, tier, bytes, add);
 }
 
-void SimDevice::DegradeLocked(Lock& lock, SimRegion& r, const Status& why) {
+void SimDevice::DegradeLocked(SimRegion& r, const Status& why) {
   if (r.degraded) return;
   r.degraded = true;  // no new spill or restore starts here
   // The engine must find every byte in the memfd once the view is
@@ -344,7 +344,7 @@ void SimDevice::DegradeLocked(Lock& lock, SimRegion& r, const Status& why) {
   // copies its page into the memfd), and read the spilled pages back.
   // Counting this as I/O keeps DestroyRegion off the region meanwhile.
   ++r.disk_io;
-  disk_io_done_.wait(lock, [&r] { return r.disk_io == 1; });
+  while (r.disk_io != 1) disk_io_done_.Wait(mu_);
   ReadBackSpilledLocked(r);
   (void)uffd_.Unregister(reinterpret_cast<uintptr_t>(r.views.engine), r.views.bytes);
   // Its resident pages leave the device's books (they now count as host

@@ -51,7 +51,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -143,7 +142,6 @@ class SimDevice final : public Device {
 
  private:
   using Clock = std::chrono::steady_clock;
-  using Lock = std::unique_lock<std::mutex>;
   struct Evicted {
     RegionPtr region;  // kept alive for the callback
     uint32_t page;
@@ -155,40 +153,40 @@ class SimDevice final : public Device {
   void FaultLoop();
   void HandleFault(const uffd_msg& msg, Clock::time_point read_at);
 
-  // All *Locked methods require mu_ (those taking a Lock may release it and
-  // take it again).
+  // Every *Locked method requires mu_; RestoreLocked and DegradeLocked
+  // release it for a while and hold it again when they return.
   Status Usable() const;
-  Result<SimRegion*> FindLocked(Region& region, uint32_t page) const;
-  SimRegion* FindByAddressLocked(uintptr_t addr) const;
+  Result<SimRegion*> FindLocked(Region& region, uint32_t page) const REQUIRES(mu_);
+  SimRegion* FindByAddressLocked(uintptr_t addr) const REQUIRES(mu_);
   // Brings a kHost or kUntouched page to the device (evicting as needed).
-  Status BringInLocked(SimRegion& r, uint32_t page, std::vector<Evicted>* evicted);
+  Status BringInLocked(SimRegion& r, uint32_t page, std::vector<Evicted>* evicted) REQUIRES(mu_);
   // Evicts least recently migrated pages until `bytes` more fit.
-  Status MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted);
+  Status MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted) REQUIRES(mu_);
   // Installs zeros for a never-touched page (MISSING).
-  Status FillUntouchedLocked(SimRegion& r, uint32_t page);
-  Status ZapLocked(SimRegion& r, uint32_t page);
+  Status FillUntouchedLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
+  Status ZapLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
   // The one place a page's tier changes: record, resident list and counters.
-  void SetTierLocked(SimRegion& r, uint32_t page, Tier to);
+  void SetTierLocked(SimRegion& r, uint32_t page, Tier to) REQUIRES(mu_);
   void Account(Tier tier, uint64_t bytes, bool add);
   // Stops tiering a region whose fault could not be resolved, so the engine
   // thread waiting on it runs on instead of hanging. Waits for the region's
   // disk I/O and reads its spilled pages back into the memfd first.
-  void DegradeLocked(Lock& lock, SimRegion& r, const Status& why);
-  void ReleaseRegionLocked(SimRegion* r);
+  void DegradeLocked(SimRegion& r, const Status& why) REQUIRES(mu_);
+  void ReleaseRegionLocked(SimRegion* r) REQUIRES(mu_);
   void Report(const std::vector<Evicted>& evicted);
 
   // Disk tier (sim_disk_tier.cc).
   // Restores a kDisk page that is not in flight to the device: marks it,
   // reads it with the lock released, installs it. On an error the page
   // stays on disk and every thread waiting on it is woken to fault again.
-  Status RestoreLocked(Lock& lock, SimRegion& r, uint32_t page, std::vector<Evicted>* evicted);
+  Status RestoreLocked(SimRegion& r, uint32_t page, std::vector<Evicted>* evicted) REQUIRES(mu_);
   // Installs restored bytes (or, in a degraded region, copies them into the
   // memfd) and frees the slot.
   Status InstallRestoredLocked(SimRegion& r, uint32_t page, const uint8_t* bytes,
-                               std::vector<Evicted>* evicted);
+                               std::vector<Evicted>* evicted) REQUIRES(mu_);
   // Marks a kHost page in flight for a spill. nullptr: nothing to do (not
   // on the host, or already moving).
-  Result<SimRegion*> BeginSpillLocked(Region& region, uint32_t page);
+  Result<SimRegion*> BeginSpillLocked(Region& region, uint32_t page) REQUIRES(mu_);
   struct SpillSource {
     const uint8_t* bytes;
     size_t len;
@@ -199,10 +197,11 @@ class SimDevice final : public Device {
   // spill_batch_mu_ held: it may take mu_, never the other way round).
   using WrittenFn = std::function<void(size_t index, const Result<SpillSlot>& slot)>;
   void WriteToStore(const std::vector<SpillSource>& sources, const WrittenFn& written);
-  Status FinishSpillLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written);
-  void EndDiskIoLocked(SimRegion& r);
+  Status FinishSpillLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written)
+      REQUIRES(mu_);
+  void EndDiskIoLocked(SimRegion& r) REQUIRES(mu_);
   // Reads every spilled page of a region being degraded back into its memfd.
-  void ReadBackSpilledLocked(SimRegion& r);
+  void ReadBackSpilledLocked(SimRegion& r) REQUIRES(mu_);
   // Reads a spilled page into dst; stops the process if it cannot.
   void ReadOrDie(const SimRegion& r, uint32_t page, uint32_t slot, uint64_t checksum, uint8_t* dst);
   AlignedBuffer TakeScratch(size_t bytes);
@@ -221,26 +220,28 @@ class SimDevice final : public Device {
   std::atomic<bool> forked_{false};
   std::atomic<uint64_t> coalesced_faults_{0};
 
-  mutable std::mutex mu_;  // the transition lock
+  // Lock order: spill_batch_mu_ before mu_ before scratch_mu_ and the
+  // store's locks (a tick holds the runtime's tick lock before all of them).
+  mutable Mutex mu_;  // the transition lock
   // With mu_: signalled when a page's disk I/O ends (its in-flight flag
   // clears), for Promote, DegradeLocked and DestroyRegion waiting on it.
-  std::condition_variable disk_io_done_;
+  CondVar disk_io_done_;
   // Engine view base -> region. Heap-held so a forked child can leak it.
-  std::unique_ptr<std::map<uintptr_t, SimRegion*>> by_base_;  // guarded by mu_
-  ResidentList resident_;                                     // guarded by mu_
-  std::atomic<uint64_t> resident_bytes_{0};                   // written under mu_, read by anyone
-  uint8_t* zero_src_ = nullptr;  // guarded by mu_; COPY source without ZEROPAGE
-  size_t zero_src_bytes_ = 0;    // guarded by mu_
+  std::unique_ptr<std::map<uintptr_t, SimRegion*>> by_base_ GUARDED_BY(mu_);
+  ResidentList resident_ GUARDED_BY(mu_);
+  std::atomic<uint64_t> resident_bytes_{0};      // written under mu_, read by anyone
+  uint8_t* zero_src_ GUARDED_BY(mu_) = nullptr;  // COPY source without ZEROPAGE
+  size_t zero_src_bytes_ GUARDED_BY(mu_) = 0;
 
   // Private page buffers for restores: each restore reads into its own, so
   // the engine never sees bytes before they are verified.
   const size_t max_scratch_;  // kept for reuse: one per fault thread, two for Promote
-  std::mutex scratch_mu_;
-  std::vector<AlignedBuffer> scratch_;  // guarded by scratch_mu_
+  Mutex scratch_mu_;
+  std::vector<AlignedBuffer> scratch_ GUARDED_BY(scratch_mu_);
 
   // The pipeline of SpillPages (created on first use, before the store dies).
-  std::mutex spill_batch_mu_;
-  std::unique_ptr<SpillBatch> spill_batch_;  // guarded by spill_batch_mu_
+  Mutex spill_batch_mu_;
+  std::unique_ptr<SpillBatch> spill_batch_ GUARDED_BY(spill_batch_mu_);
 };
 
 }  // namespace kvtier

@@ -41,7 +41,7 @@ void SimDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
   };
   std::vector<Job> jobs;
   {
-    Lock lock(mu_);
+    MutexLock lock(&mu_);
     for (size_t i = 0; i < pages.size(); ++i) {
       Result<SimRegion*> begun = BeginSpillLocked(*pages[i].region, pages[i].page);
       results[i] = begun.status();
@@ -60,7 +60,7 @@ void SimDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
   // Each page is punched and booked as soon as its write completes, under
   // the lock for that page alone, while the others are still in flight.
   WriteToStore(sources, [&](size_t j, const Result<SpillSlot>& written) {
-    Lock lock(mu_);
+    MutexLock lock(&mu_);
     results[jobs[j].index] = FinishSpillLocked(*jobs[j].r, jobs[j].page, written);
     EndDiskIoLocked(*jobs[j].r);
   });
@@ -94,7 +94,7 @@ void SimDevice::WriteToStore(const std::vector<SpillSource>& sources, const Writ
     written(0, store_->Write(sources[0].bytes, sources[0].len));
     return;
   }
-  std::lock_guard<std::mutex> batch_lock(spill_batch_mu_);
+  MutexLock batch_lock(&spill_batch_mu_);
   std::vector<bool> reported(sources.size(), false);
   auto report = [&](const std::vector<SpillCompletion>& done) {
     for (const SpillCompletion& c : done) {
@@ -163,8 +163,7 @@ Status SimDevice::FinishSpillLocked(SimRegion& r, uint32_t page, const Result<Sp
   return Status::Ok();
 }
 
-Status SimDevice::RestoreLocked(Lock& lock, SimRegion& r, uint32_t page,
-                                std::vector<Evicted>* evicted) {
+Status SimDevice::RestoreLocked(SimRegion& r, uint32_t page, std::vector<Evicted>* evicted) {
   Region& region = *r.region;
   PageRecord& rec = region.pages[page];
   const size_t len = region.page_size;
@@ -174,10 +173,10 @@ Status SimDevice::RestoreLocked(Lock& lock, SimRegion& r, uint32_t page,
   // reading it again, and a Spill or Promote leaves it alone.
   rec.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
   ++r.disk_io;
-  lock.unlock();
+  mu_.Unlock();
   AlignedBuffer buffer = TakeScratch(len);
   if (buffer.data() != nullptr) ReadOrDie(r, page, slot, checksum, buffer.data());
-  lock.lock();
+  mu_.Lock();
   Status s = buffer.data() != nullptr
                  ? InstallRestoredLocked(r, page, buffer.data(), evicted)
                  : Status::Errorf("no %zu-byte buffer to restore region %u page %u into", len,
@@ -215,7 +214,7 @@ Status SimDevice::InstallRestoredLocked(SimRegion& r, uint32_t page, const uint8
 
 void SimDevice::EndDiskIoLocked(SimRegion& r) {
   --r.disk_io;
-  disk_io_done_.notify_all();
+  disk_io_done_.SignalAll();
 }
 
 void SimDevice::ReadBackSpilledLocked(SimRegion& r) {
@@ -247,7 +246,7 @@ void SimDevice::ReadOrDie(const SimRegion& r, uint32_t page, uint32_t slot, uint
 
 AlignedBuffer SimDevice::TakeScratch(size_t bytes) {
   {
-    std::lock_guard<std::mutex> lock(scratch_mu_);
+    MutexLock lock(&scratch_mu_);
     for (size_t i = 0; i < scratch_.size(); ++i) {
       if (scratch_[i].size() < bytes) continue;
       AlignedBuffer b = std::move(scratch_[i]);
@@ -266,7 +265,7 @@ AlignedBuffer SimDevice::TakeScratch(size_t bytes) {
 
 void SimDevice::ReturnScratch(AlignedBuffer buffer) {
   if (buffer.data() == nullptr) return;
-  std::lock_guard<std::mutex> lock(scratch_mu_);
+  MutexLock lock(&scratch_mu_);
   if (scratch_.size() < max_scratch_) scratch_.push_back(std::move(buffer));
 }
 

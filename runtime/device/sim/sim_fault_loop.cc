@@ -102,7 +102,7 @@ void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
   Tier from = Tier::kDevice;
   uint64_t wait_ns = 0;
   {
-    Lock lock(mu_);
+    MutexLock lock(&mu_);
     SimRegion* r = FindByAddressLocked(addr);
     if (r == nullptr || r->degraded || r->releasing) {
       // Destroyed or untiered since the touch (or about to be): the waiter
@@ -121,7 +121,7 @@ void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
       Status s =
           minor ? uffd_.Continue(base_addr, base_page) : uffd_.ZeroFill(base_addr, base_page);
       uffd_.Wake(base_addr, base_page);
-      if (!s.ok()) DegradeLocked(lock, *r, s);
+      if (!s.ok()) DegradeLocked(*r, s);
       return;
     }
     Status s;
@@ -134,10 +134,10 @@ void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
       coalesced_faults_.fetch_add(1, std::memory_order_relaxed);
       return;
     } else {
-      s = RestoreLocked(lock, *r, page, &evicted);  // releases the lock to read
+      s = RestoreLocked(*r, page, &evicted);  // releases the lock to read
     }
     if (!s.ok()) {
-      DegradeLocked(lock, *r, s);  // unregisters: the waiter runs on, untiered
+      DegradeLocked(*r, s);  // unregisters: the waiter runs on, untiered
     } else {
       // From when the message was read: the kernel does not timestamp
       // faults. Counted under the lock so the books settle with the move.
