@@ -446,13 +446,15 @@ void Runtime::Shutdown() {
   {
     MutexLock lock(&tick_mu_);
     if (stats_) stats_->Publish(counters_, regions_.Snapshot());
+    // Closed, not destroyed: a fault thread may still report an event to it
+    // until ~Runtime stops the device.
+    if (stats_) stats_->Close();
   }
   if (options_.show_stats) {
     std::string text = SummaryText();
     fputs(text.c_str(), stderr);
     fflush(stderr);
   }
-  stats_.reset();
 }
 
 std::string Runtime::SummaryText() {

@@ -242,8 +242,12 @@ Result<std::unique_ptr<StatsSegment>> StatsSegment::Create(const std::string& di
   return seg;
 }
 
-StatsSegment::~StatsSegment() {
-  if (shm_ != nullptr) munmap(shm_, sizeof(kvtier_stats_segment));
+StatsSegment::~StatsSegment() { Close(); }
+
+void StatsSegment::Close() {
+  if (shm_ == nullptr) return;
+  munmap(shm_, sizeof(kvtier_stats_segment));
+  shm_ = nullptr;
   if (getpid() != owner_pid_) return;  // a forked child: the file is the parent's
   struct stat st;
   if (stat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_) {
@@ -271,6 +275,7 @@ void StatsSegment::AddEvent(const std::string& text) {
 }
 
 void StatsSegment::Publish(const Counters& counters, const std::vector<RegionPtr>& regions) {
+  if (shm_ == nullptr) return;  // closed
   kvtier_stats_segment& s = *staging_;
 #define KVTIER_STAT(name, kind, doc) s.name = Counters::Get(counters.name);
 #include "kvtier/stats_fields.def"

@@ -41,7 +41,11 @@ class StatsSegment {
   // Fails if this process already publishes a segment in `dir`.
   static Result<std::unique_ptr<StatsSegment>> Create(const std::string& dir,
                                                       const StatsIdentity& identity);
-  ~StatsSegment();  // unmaps and unlinks (only in the process that created it)
+  ~StatsSegment();  // Close()
+  // Unmaps the segment and unlinks its file (only in the process that
+  // created it); Publish does nothing from then on, and AddEvent stays safe
+  // from any thread. Call it where Publish is called, not beside it.
+  void Close();
   StatsSegment(const StatsSegment&) = delete;
   StatsSegment& operator=(const StatsSegment&) = delete;
 
@@ -75,7 +79,7 @@ class StatsSegment {
   pid_t owner_pid_ = 0;      // a forked child must not unlink its parent's file
   dev_t dev_ = 0;            // identity of the file we created, so the
   ino_t ino_ = 0;            // destructor never removes someone else's
-  uint64_t* shm_ = nullptr;  // the mapping, touched only as atomic words
+  uint64_t* shm_ = nullptr;  // the mapping, touched only as atomic words; null once closed
   std::unique_ptr<kvtier_stats_segment> staging_;  // Publish's private copy
   Mutex events_mu_;
   std::vector<PendingEvent> pending_events_ GUARDED_BY(events_mu_);
