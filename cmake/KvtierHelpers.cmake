@@ -1,7 +1,47 @@
 # Shared helpers: per-target warnings and sanitizers (no global flags).
 
+# ThreadSanitizer: every target of the build, programs and shared libraries
+# alike, uses clang's shared TSan runtime, so libkvtier.so and the program it
+# is preloaded into share one. TSan runs only in programs built with it:
+# preloaded into any other (bash, python3) its runtime crashes at start, so
+# kvtier_preload_test leaves such commands out of this build. Clang 14 does
+# not initialise the shared runtime before libstdc++'s constructors run; a
+# .preinit_array entry in each program (cmake/tsan_preinit.c) does it first.
+if(KVTIER_TSAN)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "KVTIER_TSAN needs clang (CC=clang CXX=clang++)")
+  endif()
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-runtime-dir
+    OUTPUT_VARIABLE KVTIER_SANITIZER_RUNTIME_DIR OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT EXISTS "${KVTIER_SANITIZER_RUNTIME_DIR}/libclang_rt.tsan-x86_64.so")
+    message(FATAL_ERROR "KVTIER_TSAN: no shared TSan runtime in ${KVTIER_SANITIZER_RUNTIME_DIR} "
+      "(Debian: apt-get install libclang-rt-dev)")
+  endif()
+  set(tsan_preinit "${CMAKE_BINARY_DIR}/tsan_preinit.o")
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -c ${PROJECT_SOURCE_DIR}/cmake/tsan_preinit.c
+    "-DKVTIER_TSAN_SUPPRESSIONS=\"${PROJECT_SOURCE_DIR}/tests/tsan.supp\"" -o ${tsan_preinit}
+    RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "KVTIER_TSAN: cannot compile cmake/tsan_preinit.c")
+  endif()
+  # Built at configure time (a link option, not a target): an edit of it
+  # configures again; programs link it anew when they next relink.
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+    ${PROJECT_SOURCE_DIR}/cmake/tsan_preinit.c)
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread -shared-libsan -Wl,-rpath,${KVTIER_SANITIZER_RUNTIME_DIR}
+    "$<$<STREQUAL:$<TARGET_PROPERTY:TYPE>,EXECUTABLE>:${tsan_preinit}>")
+endif()
+
 function(kvtier_target_defaults target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    # The lock annotations of runtime/thread_annotations.h.
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wthread-safety>)
+  endif()
+  if(KVTIER_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
   if(KVTIER_SANITIZE)
     target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
     target_link_options(${target} PRIVATE -fsanitize=address,undefined)
@@ -24,10 +64,11 @@ endfunction()
 
 # kvtier_preload_env(PRELOAD_VAR ENV_VAR): the LD_PRELOAD value that runs a
 # program under this build's libkvtier.so, and the environment entries
-# ("NAME=value") that go with it. An ASan build's libkvtier.so needs the ASan
-# runtime loaded first when the program itself is not instrumented (/bin/true,
-# python3), so it goes in front; leak checking is off there (the runtime
-# deliberately keeps its process-lifetime objects).
+# ("NAME=value") that go with it. A sanitizer build's libkvtier.so needs the
+# sanitizer's runtime loaded first when the program itself is not
+# instrumented (/bin/true, python3), so it goes in front; ASan's leak
+# checking is off there (the runtime deliberately keeps its process-lifetime
+# objects).
 function(kvtier_preload_env preload_var env_var)
   set(preload "$<TARGET_FILE:kvtier>")
   set(env "")
@@ -45,10 +86,15 @@ endfunction()
 #   [STDOUT_HAS ...] [STDERR_HAS ...] [STDOUT_REGEX ...] [STDERR_REGEX ...]
 #   [TIMEOUT S] COMMAND program args...)
 # One ctest running COMMAND under the preload above through preload_check
-# (tests/interpose/preload_check.cc), labelled "interpose".
+# (tests/interpose/preload_check.cc), labelled "interpose". The TSan build
+# leaves out a COMMAND that is not one of this build's programs (see above).
 function(kvtier_preload_test name)
   cmake_parse_arguments(P "COMPARE" "EXPECT_RC;TIMEOUT"
     "ENV;STDOUT_HAS;STDERR_HAS;STDOUT_REGEX;STDERR_REGEX;COMMAND" ${ARGN})
+  list(GET P_COMMAND 0 program)
+  if(KVTIER_TSAN AND NOT program MATCHES "^\\$<TARGET_FILE:")
+    return()
+  endif()
   kvtier_preload_env(preload preload_env)
   set(args --preload "${preload}")
   foreach(e ${preload_env} ${P_ENV})

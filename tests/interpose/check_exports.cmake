@@ -19,7 +19,12 @@ foreach(line ${lines})
     continue()
   endif()
   string(REGEX REPLACE "^[0-9a-fA-F]+ +[A-Za-z] +" "" sym "${line}")
-  if(NOT sym MATCHES "^(cuda[A-Za-z0-9_]+(@@libcudart\\.so\\.13)?|cu[A-Z][A-Za-z0-9_]+|dlsym|kvtier_[a-z_]+|libcudart\\.so\\.13)$")
+  # The version node itself (llvm-nm prints it as libcudart.so.13@@...), and
+  # the linker's own section markers, which a TSan link exports.
+  if(sym MATCHES "^(libcudart\\.so\\.13(@@libcudart\\.so\\.13)?|__bss_start|_edata|_end)$")
+    continue()
+  endif()
+  if(NOT sym MATCHES "^(cuda[A-Za-z0-9_]+(@@libcudart\\.so\\.13)?|cu[A-Z][A-Za-z0-9_]+|dlsym|kvtier_[a-z_]+)$")
     list(APPEND bad "${sym}")
   endif()
 endforeach()
