@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <unordered_map>
 #include <vector>
 
@@ -102,7 +103,7 @@ class FaultQueue final : public IoQueue {
   }
 
   void Apply(const After& a, int64_t result) {
-    if (a.slow) SleepNanos(env_->slow_ns());
+    if (a.slow) env_->SlowCompletion();
     if (result <= 0) return;
     uint64_t at = env_->Random() % static_cast<uint64_t>(result);
     uint8_t mask = static_cast<uint8_t>(1u << (env_->Random() % 8));
@@ -164,6 +165,40 @@ const char* FaultName(Fault f) {
 }
 
 FaultEnv::FaultEnv(Env* base, uint64_t seed) : base_(base), rng_(seed) {}
+
+void FaultEnv::HoldSlow() {
+  MutexLock lock(&hold_mu_);
+  holding_ = true;
+}
+
+bool FaultEnv::WaitForHeld(int n, uint64_t timeout_ns) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout_ns);
+  MutexLock lock(&hold_mu_);
+  while (held_ < n) {
+    if (!hold_cv_.WaitUntil(hold_mu_, deadline) && held_ < n) return false;
+  }
+  return true;
+}
+
+void FaultEnv::ReleaseHeld() {
+  MutexLock lock(&hold_mu_);
+  holding_ = false;
+  hold_cv_.SignalAll();
+}
+
+void FaultEnv::SlowCompletion() {
+  {
+    MutexLock lock(&hold_mu_);
+    if (holding_) {
+      ++held_;
+      hold_cv_.SignalAll();
+      while (holding_) hold_cv_.Wait(hold_mu_);
+      --held_;
+      return;
+    }
+  }
+  SleepNanos(slow_ns_.load());
+}
 
 void FaultEnv::Arm(Fault f, int times, int skip) {
   MutexLock lock(&mu_);

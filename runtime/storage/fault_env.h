@@ -50,6 +50,15 @@ class FaultEnv final : public Env {
   // Disarms every fault and rate.
   void Clear();
   void SetSlowDelay(uint64_t ns) { slow_ns_.store(ns); }
+  // Holds slow requests instead of delaying them: each one's completion
+  // waits (in the thread that reaps it) until ReleaseHeld. A test that needs
+  // an I/O in flight while it acts holds it, waits for it with WaitForHeld,
+  // acts, and releases it: the ordering is stated, no delay holds it open.
+  void HoldSlow();
+  // Waits until `n` requests are held at once; false after `timeout_ns`.
+  bool WaitForHeld(int n, uint64_t timeout_ns) EXCLUDES(hold_mu_);
+  // Lets the held requests, and every later slow one, complete.
+  void ReleaseHeld() EXCLUDES(hold_mu_);
   void RefuseTmpfile(bool on) { refuse_tmpfile_.store(on); }
   void RefuseDirect(bool on) { refuse_direct_.store(on); }
   void RefuseUring(bool on) { refuse_uring_.store(on); }
@@ -80,7 +89,8 @@ class FaultEnv final : public Env {
   bool Fires(Fault f);
   uint64_t Random();
   void Count(Fault f) { injected_[static_cast<int>(f)].fetch_add(1); }
-  uint64_t slow_ns() const { return slow_ns_.load(); }
+  // A slow request's completion: sleeps the slow delay, or is held.
+  void SlowCompletion() EXCLUDES(hold_mu_);
   void NoteInFlight(uint64_t n);
 
  private:
@@ -98,6 +108,10 @@ class FaultEnv final : public Env {
   Rule rules_[kFaultKinds] GUARDED_BY(mu_);
   std::atomic<uint64_t> injected_[kFaultKinds] = {};
   std::atomic<uint64_t> slow_ns_{0};
+  Mutex hold_mu_;  // never held with mu_
+  CondVar hold_cv_;
+  bool holding_ GUARDED_BY(hold_mu_) = false;
+  int held_ GUARDED_BY(hold_mu_) = 0;
   std::atomic<bool> refuse_tmpfile_{false}, refuse_direct_{false}, refuse_uring_{false};
   std::atomic<bool> break_queues_{false};
   std::atomic<bool> manual_clock_{false};

@@ -46,6 +46,7 @@ TEST_F(RuntimeTickTest, ADriverEvictionTicksThePolicyBeforeItsPeriod) {
   // The policy thread ticks on its own; wait for it, at most 5 s.
   while (Counters::Get(c.policy_ticks) == 0 &&
          std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+    // Polls a condition under a deadline; no race depends on this pause.
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_GT(Counters::Get(c.policy_ticks), 0u) << "no tick within 5 s of a driver eviction";
@@ -64,6 +65,7 @@ TEST_F(RuntimeTickTest, WithoutEvictionsThePolicyTicksOnItsPeriod) {
   const auto start = std::chrono::steady_clock::now();
   while (Counters::Get(c.policy_ticks) < 20 &&
          std::chrono::steady_clock::now() - start < std::chrono::seconds(2)) {
+    // Polls a condition under a deadline; no race depends on this pause.
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_GE(Counters::Get(c.policy_ticks), 20u);
@@ -90,6 +92,7 @@ TEST_F(RuntimeTickTest, AFaultFromTheHostTicksThePolicyBeforeItsPeriod) {
   EXPECT_EQ(bytes[3 * (64 << 10)], 0x5a);  // the engine waits on a page from the host
   while (Counters::Get(c.policy_ticks) == 0 &&
          std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+    // Polls a condition under a deadline; no race depends on this pause.
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_GT(Counters::Get(c.policy_ticks), 0u) << "no tick within 5 s of a fault from the host";
@@ -124,6 +127,7 @@ TEST_F(RuntimeTickTest, ABurstOfEarlyTicksLeavesThePeriodicOnesInPlace) {
   const auto start = std::chrono::steady_clock::now();
   while (Counters::Get(c.policy_ticks) < after_burst + 3 &&
          std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+    // Polls a condition under a deadline; no race depends on this pause.
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_GE(Counters::Get(c.policy_ticks), after_burst + 3);

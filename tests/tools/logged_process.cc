@@ -113,6 +113,7 @@ bool LoggedProcess::WaitForOutput(const std::string& text, std::chrono::millisec
     const bool gone = Reap();
     if (Stdout().find(text) != std::string::npos) return true;
     if (gone || pid_ <= 0 || Clock::now() >= deadline) return false;
+    // Polls a condition under a deadline; no race depends on this pause.
     std::this_thread::sleep_for(kPoll);
   }
 }
@@ -122,6 +123,7 @@ int LoggedProcess::Wait(std::chrono::milliseconds timeout) {
   while (!Reap()) {
     if (pid_ <= 0) return -1;
     if (Clock::now() >= deadline) return kTimedOut;
+    // Polls a condition under a deadline; no race depends on this pause.
     std::this_thread::sleep_for(kPoll);
   }
   return exit_code_;

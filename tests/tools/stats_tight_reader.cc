@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
       fprintf(stderr, "stats_tight_reader: %s did not appear\n", path.c_str());
       return 1;
     }
+    // Polls a condition under a deadline; no race depends on this pause.
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   void* map = mmap(nullptr, sizeof(kvtier_stats_segment), PROT_READ, MAP_SHARED, fd, 0);

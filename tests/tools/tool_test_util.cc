@@ -92,6 +92,7 @@ bool WaitExit(pid_t pid, Clock::time_point deadline, int* code) {
     }
     if (r < 0) return false;
     if (Clock::now() >= deadline) return false;
+    // Polls a condition under a deadline; no race depends on this pause.
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
 }
@@ -201,6 +202,7 @@ bool PollUntil(const std::function<bool()>& done, std::chrono::milliseconds time
   while (true) {
     if (done()) return true;
     if (Clock::now() >= deadline) return false;
+    // Polls a condition under a deadline; no race depends on this pause.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
