@@ -29,8 +29,8 @@ Result<MatchRule> MatchRule::Parse(std::string_view text) {
     last = comma == std::string_view::npos;
     if (!last) rest = rest.substr(comma + 1);
     auto bad = [&](const char* why) {
-      return Status::Errorf("match term '%.*s': %s (accepted: %s)", static_cast<int>(term.size()),
-                            term.data(), why, kForm);
+      return Status::Errorf("match term '%s': %s (accepted: %s)", EchoValue(term).c_str(), why,
+                            kForm);
     };
     if (term.empty()) return bad("empty term");
     if (term == "all" || term == "none") {

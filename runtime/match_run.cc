@@ -3,6 +3,8 @@
 
 #include <charconv>
 
+#include "runtime/options.h"  // EchoValue
+
 namespace kvtier {
 namespace {
 
@@ -57,8 +59,8 @@ Result<AllocationMatcher> AllocationMatcher::Parse(std::string_view text) {
     std::string base;
     for (std::string_view term : Split(alt_text, ',')) {
       auto bad = [&](const char* why) {
-        return Status::Errorf("match term '%.*s': %s (accepted: %s)", static_cast<int>(term.size()),
-                              term.data(), why, kForm);
+        return Status::Errorf("match term '%s': %s (accepted: %s)", EchoValue(term).c_str(), why,
+                              kForm);
       };
       const bool is_run = term.starts_with("run");
       const bool is_nth = term.starts_with("nth");

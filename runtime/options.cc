@@ -14,6 +14,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <type_traits>
 
@@ -70,7 +71,7 @@ const std::string& PolicyAccepted() {
 
 // "NAME=VALUE: reason (accepted: ...)", the one form every option error takes.
 Status Invalid(const OptionInfo& row, std::string_view text, std::string_view reason) {
-  return Status::Error(row.env + "=" + std::string(text) + ": " + std::string(reason) +
+  return Status::Error(row.env + "=" + EchoValue(text) + ": " + std::string(reason) +
                        " (accepted: " + row.accepted + ")");
 }
 
@@ -289,7 +290,7 @@ Status CheckUnknownVariables(char** envp) {
     std::string hint = best != nullptr && best_distance <= max_distance
                            ? "did you mean " + best->env + "?"
                            : "unset it; kvtier-config --markdown lists the KVTIER_* variables";
-    return Status::Error(std::string(name) + "=" + std::string(value) + ": unknown variable (" +
+    return Status::Error(EchoValue(name) + "=" + EchoValue(value) + ": unknown variable (" +
                          hint + ")");
   }
   return Status::Ok();
@@ -317,6 +318,23 @@ Result<Options> ParseOptions(const EnvLookup& env) {
   return o;
 }
 
+std::string EchoValue(std::string_view text) {
+  constexpr size_t kMax = 64;
+  std::string out;
+  size_t cut = 0;  // the length of `out` before the first piece past kMax - 3
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    char piece[5] = {ch, '\0'};
+    if (c < 0x20 || c >= 0x7f) snprintf(piece, sizeof piece, "\\x%02x", c);
+    if (out.size() + strlen(piece) <= kMax - 3) cut = out.size() + strlen(piece);
+    out += piece;
+    if (out.size() > kMax) break;
+  }
+  if (out.size() <= kMax) return out;
+  out.resize(cut);
+  return out + "...";
+}
+
 Result<uint64_t> ParseSize(std::string_view text) {
   if (text.empty()) return Status::Error("empty value");
   if (text.front() == '-') return Status::Error("negative size");
@@ -341,7 +359,7 @@ Result<uint64_t> ParseSize(std::string_view text) {
     if (s.shift > 0 && number > (UINT64_MAX >> s.shift)) return Status::Error("too large");
     return number << s.shift;
   }
-  return Status::Error("unknown size suffix \"" + std::string(suffix) +
+  return Status::Error("unknown size suffix \"" + EchoValue(suffix) +
                        "\" (use K, M, G or T, optionally with B or iB)");
 }
 

@@ -56,6 +56,10 @@ Result<Options> ParseOptions(const EnvLookup& env);
 // Sizes: decimal integer with optional suffix K, M, G, T (powers of 1024),
 // also KB/KiB, MB/MiB, GB/GiB, TB/TiB, B; case-insensitive; no fractions.
 Result<uint64_t> ParseSize(std::string_view text);
+// A value as an error message shows it: printable ASCII as is, any other
+// byte as \xNN, and at most 64 characters ("..." ends a longer one), so
+// hostile input cannot fill or garble the one-line message.
+std::string EchoValue(std::string_view text);
 Result<bool> ParseBool(std::string_view text);
 // Comma-separated items, spaces around them trimmed; no empty items.
 Result<std::vector<std::string>> ParseList(std::string_view text);

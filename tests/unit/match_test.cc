@@ -79,5 +79,20 @@ TEST(MatchDefault, OptionTableUsesTheDocumentedDefaultRule) {
   FAIL() << "no match row in the option table";
 }
 
+// Found by the match fuzz target: a long term of control and high bytes
+// filled the message, cutting off the accepted form.
+TEST(MatchRule, AHostileTermLeavesTheMessageWhole) {
+  const std::string term = "size>=\t\t9999" + std::string(300, '\xf5') + std::string(200, 'a');
+  for (const std::string& rule : {term, "size>=1M;" + term + ",run>=2"}) {
+    Result<AllocationMatcher> r = AllocationMatcher::Parse(rule);
+    ASSERT_FALSE(r.ok());
+    const std::string message = r.status().message();
+    EXPECT_NE(message.find("(accepted: "), std::string::npos) << message;
+    EXPECT_EQ(message.back(), ')') << message;
+    EXPECT_NE(message.find("\\xf5"), std::string::npos) << message;
+    EXPECT_LT(message.size(), 400u) << message;
+  }
+}
+
 }  // namespace
 }  // namespace kvtier

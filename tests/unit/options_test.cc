@@ -566,5 +566,24 @@ TEST(OptionsMarkdownTable, ReadmeHasTheGeneratedTable) {
       << "README.md's variable table is stale; run scripts/gen-options-doc";
 }
 
+TEST(EchoValue, ShowsOtherBytesAsEscapesAndCutsLongValues) {
+  EXPECT_EQ(EchoValue("64M"), "64M");
+  EXPECT_EQ(EchoValue(std::string("a\tb\xff", 4)), "a\\x09b\\xff");
+  EXPECT_EQ(EchoValue(std::string(64, 'y')), std::string(64, 'y'));
+  const std::string cut = EchoValue(std::string(500, 'x'));
+  EXPECT_EQ(cut.size(), 64u);
+  EXPECT_EQ(cut.substr(61), "...");
+  EXPECT_LE(EchoValue(std::string(100, '\x01')).size(), 64u);
+}
+
+TEST(ParseOptions, AHostileValueLeavesTheMessageWhole) {
+  Result<Options> r = ParseOptions(MapEnv({{"KVTIER_DEVICE_BUDGET", "9" + std::string(600, '\xf5')}}));
+  ASSERT_FALSE(r.ok());
+  const std::string message = r.status().message();
+  EXPECT_EQ(message.rfind("KVTIER_DEVICE_BUDGET=9\\xf5", 0), 0u) << message;
+  EXPECT_NE(message.find("(accepted: "), std::string::npos) << message;
+  EXPECT_LT(message.size(), 300u) << message;
+}
+
 }  // namespace
 }  // namespace kvtier
