@@ -33,6 +33,17 @@ if(KVTIER_TSAN)
     "$<$<STREQUAL:$<TARGET_PROPERTY:TYPE>,EXECUTABLE>:${tsan_preinit}>")
 endif()
 
+# libFuzzer: everything instrumented for coverage and with ASan+UBSan; the
+# fuzz targets themselves link the fuzzer (tests/fuzz/CMakeLists.txt).
+if(KVTIER_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "KVTIER_FUZZ needs clang (CC=clang CXX=clang++)")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+    -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
 function(kvtier_target_defaults target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
   if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")

@@ -198,27 +198,38 @@ void HttpServer::HandleConnection(int fd, const HttpHandler& handler) {
     pollfd p{fd, POLLIN, 0};
     poll(&p, 1, left);
   }
-  const std::string line = request.substr(0, request.find_first_of("\r\n"));
+  HttpRequest parsed;
+  HttpResponse error;
+  if (!ParseRequestHead(request.substr(0, header_end), &parsed, &error)) {
+    Respond(fd, error, false, deadline);
+    return;
+  }
+  Respond(fd, handler(parsed.path), parsed.head, deadline);
+  shutdown(fd, SHUT_WR);
+}
+
+bool ParseRequestHead(const std::string& head, HttpRequest* out, HttpResponse* error) {
+  const std::string line = head.substr(0, head.find_first_of("\r\n"));
   const size_t sp1 = line.find(' ');
   const size_t sp2 = sp1 == std::string::npos ? std::string::npos : line.find(' ', sp1 + 1);
   if (sp2 == std::string::npos || line.find(' ', sp2 + 1) != std::string::npos) {
-    Respond(fd, Error(400, "malformed request line"), false, deadline);
-    return;
+    *error = Error(400, "malformed request line");
+    return false;
   }
   const std::string method = line.substr(0, sp1);
   const std::string target = line.substr(sp1 + 1, sp2 - sp1 - 1);
   const std::string version = line.substr(sp2 + 1);
   if (version.rfind("HTTP/1.", 0) != 0) {
-    Respond(fd, Error(505, "only HTTP/1.x is spoken here"), false, deadline);
-    return;
+    *error = Error(505, "only HTTP/1.x is spoken here");
+    return false;
   }
-  const bool head = method == "HEAD";
-  if (method != "GET" && !head) {
-    Respond(fd, Error(405, "only GET and HEAD"), false, deadline);
-    return;
+  out->head = method == "HEAD";
+  if (method != "GET" && !out->head) {
+    *error = Error(405, "only GET and HEAD");
+    return false;
   }
-  Respond(fd, handler(target.substr(0, target.find('?'))), head, deadline);
-  shutdown(fd, SHUT_WR);
+  out->path = target.substr(0, target.find('?'));
+  return true;
 }
 
 }  // namespace kvtier::exporter

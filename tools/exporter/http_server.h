@@ -41,6 +41,15 @@ struct HttpResponse {
 // Answers a GET or HEAD for `path` (without the query string).
 using HttpHandler = std::function<HttpResponse(const std::string& path)>;
 
+// The request line of a request head (what came before the blank line).
+struct HttpRequest {
+  std::string path;  // the target without its query string
+  bool head = false;  // HEAD: answer without a body
+};
+// Parses the request line of `head`. False with *error set to the response
+// to send (400 malformed, 405 method, 505 version).
+bool ParseRequestHead(const std::string& head, HttpRequest* out, HttpResponse* error);
+
 class HttpServer {
  public:
   static std::unique_ptr<HttpServer> Listen(const ListenAddress& address, std::string* error);
