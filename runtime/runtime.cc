@@ -19,6 +19,7 @@
 #include "runtime/mover.h"
 #include "runtime/signal_apply.h"
 #include "runtime/stats_segment.h"
+#include "runtime/storage/fault_env.h"
 #include "runtime/storage/spill_store.h"
 
 namespace kvtier {
@@ -73,8 +74,12 @@ const Options& Runtime::ProcessOptions() {
     Status status = parsed.status();
     if (status.ok()) {
       Result<AllocationMatcher> match = AllocationMatcher::Parse(parsed.value().match);
-      if (!match.ok()) status = Status::Error("KVTIER_MATCH=" + parsed.value().match + ": " + match.status().message());
+      if (!match.ok()) {
+        status = Status::Error("KVTIER_MATCH=" + EchoValue(parsed.value().match) + ": " +
+                               match.status().message());
+      }
     }
+    if (status.ok()) status = ParseFaultSpec(parsed.value().disk_faults).status();
     if (!status.ok()) {
       // A configuration error stops the process at start: one line, exit 2.
       Log(0, "%s", status.message().c_str());
@@ -143,7 +148,9 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
   auto policy = MakePolicy(options.policy, settings);
   if (!policy) return Status::Errorf("KVTIER_POLICY=%s: unknown policy", options.policy.c_str());
   Result<AllocationMatcher> match = AllocationMatcher::Parse(options.match);
-  if (!match.ok()) return match.status().Annotate("KVTIER_MATCH=" + options.match);
+  if (!match.ok()) return match.status().Annotate("KVTIER_MATCH=" + EchoValue(options.match));
+  Result<FaultSpec> faults = ParseFaultSpec(options.disk_faults);
+  if (!faults.ok()) return faults.status();
 
   std::unique_ptr<Runtime> rt(new Runtime(options, nullptr));
   rt->policy_ = std::move(policy);
@@ -154,12 +161,23 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
     if (!made.ok()) return made.status();
     device = std::move(made).value();
   } else {
+    if (options.disk_budget == 0 && faults.value().any()) {
+      Log(0, "KVTIER_DISK_FAULTS is ignored: there is no disk tier (KVTIER_DISK_BUDGET=0)");
+    }
     if (options.disk_budget > 0) {
       SpillStoreConfig store_config;
       store_config.dir = options.disk_dir;
       store_config.budget_bytes = options.disk_budget;
       store_config.page_size = options.page_size;
-      auto store = SpillStore::Create(store_config, nullptr, &rt->counters_);
+      Env* env = nullptr;  // the default
+      if (faults.value().any()) {
+        rt->fault_env_ = std::make_unique<FaultEnv>(Env::Default(), MonotonicNs());
+        rt->fault_env_->Apply(faults.value());
+        env = rt->fault_env_.get();
+        Log(0, "KVTIER_DISK_FAULTS=%s: injecting disk faults (for testing; never in production)",
+            EchoValue(options.disk_faults).c_str());
+      }
+      auto store = SpillStore::Create(store_config, env, &rt->counters_);
       if (store.ok()) {
         rt->store_ = std::move(store).value();
       } else {
@@ -495,6 +513,10 @@ std::string Runtime::SummaryText() {
              (unsigned long long)(g(c.spill_errors) + g(c.restore_errors)),
              (unsigned long long)g(c.checksum_mismatches));
     out += buf;
+    if (fault_env_) {
+      const std::string fired = InjectedSummary(*fault_env_);
+      out += "  faults injected   " + (fired.empty() ? std::string("none fired") : fired) + "\n";
+    }
   }
   snprintf(buf, sizeof buf, "  policy            %llu ticks, %.1f ms total; signals %llu (dropped %llu)\n",
            (unsigned long long)g(c.policy_ticks), double(g(c.policy_ns)) / 1e6,

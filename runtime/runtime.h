@@ -31,6 +31,7 @@
 namespace kvtier {
 
 class StatsSegment;
+class FaultEnv;
 class SpillStore;
 
 class Runtime : public DeviceEvents {
@@ -97,6 +98,7 @@ class Runtime : public DeviceEvents {
 
   const Options options_;
   Counters counters_;
+  std::unique_ptr<FaultEnv> fault_env_;  // KVTIER_DISK_FAULTS; null without; outlives store_
   std::unique_ptr<SpillStore> store_;  // the disk tier; null when KVTIER_DISK_BUDGET=0
   std::unique_ptr<Device> device_;     // reset first in ~Runtime; before store_ in any case
   RegionTable regions_;

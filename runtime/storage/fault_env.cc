@@ -8,9 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cstdlib>
 #include <unordered_map>
 #include <vector>
+
+#include "runtime/options.h"  // EchoValue
 
 namespace kvtier {
 namespace {
@@ -165,6 +169,94 @@ const char* FaultName(Fault f) {
 }
 
 FaultEnv::FaultEnv(Env* base, uint64_t seed) : base_(base), rng_(seed) {}
+
+bool FaultSpec::any() const {
+  for (double r : rates) {
+    if (r > 0) return true;
+  }
+  return false;
+}
+
+Result<FaultSpec> ParseFaultSpec(std::string_view text) {
+  static const std::string kForm = [] {
+    std::string kinds;
+    for (int k = 0; k < kFaultKinds; ++k) {
+      kinds += std::string(k ? "|" : "") + FaultName(static_cast<Fault>(k));
+    }
+    return "none, or kind:rate items joined by ',', kind one of " + kinds +
+           ", rate in [0, 1]; slow takes a delay: slow:0.01@5ms";
+  }();
+  FaultSpec spec;
+  if (text.empty() || text == "none") return spec;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view item = text.substr(start, end - start);
+    start = end + 1;
+    auto bad = [&](const char* why) {
+      return Status::Errorf("KVTIER_DISK_FAULTS item '%s': %s (accepted: %s)",
+                            EchoValue(item).c_str(), why, kForm.c_str());
+    };
+    const size_t colon = item.find(':');
+    if (colon == std::string_view::npos) return bad("no ':rate'");
+    const std::string_view kind = item.substr(0, colon);
+    std::string_view rate_text = item.substr(colon + 1);
+    int k = 0;
+    while (k < kFaultKinds && kind != FaultName(static_cast<Fault>(k))) ++k;
+    if (k == kFaultKinds) return bad("unknown kind");
+    const bool slow = static_cast<Fault>(k) == Fault::kSlow;
+    const size_t at = rate_text.find('@');
+    if (slow != (at != std::string_view::npos)) {
+      return bad(slow ? "slow needs a delay (slow:rate@5ms)" : "only slow takes a delay");
+    }
+    if (slow) {
+      const std::string_view delay = rate_text.substr(at + 1);
+      rate_text = rate_text.substr(0, at);
+      uint64_t unit = 0;
+      std::string_view digits = delay;
+      if (delay.ends_with("us")) {
+        unit = 1000;
+        digits.remove_suffix(2);
+      } else if (delay.ends_with("ms")) {
+        unit = 1000000;
+        digits.remove_suffix(2);
+      }
+      uint64_t n = 0;
+      auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+      if (unit == 0 || digits.empty() || ec != std::errc() || p != digits.data() + digits.size() ||
+          n > 10000 * (1000000 / unit)) {
+        return bad("the delay is a whole number of us or ms, at most 10 s");
+      }
+      spec.slow_ns = n * unit;
+    }
+    const std::string rate_string(rate_text);
+    char* rate_end = nullptr;
+    const double rate = rate_string.empty() ? -1 : strtod(rate_string.c_str(), &rate_end);
+    if (rate_string.empty() || rate_end != rate_string.c_str() + rate_string.size() ||
+        !(rate >= 0 && rate <= 1)) {
+      return bad("the rate is a number in [0, 1]");
+    }
+    spec.rates[k] = rate;
+  }
+  return spec;
+}
+
+void FaultEnv::Apply(const FaultSpec& spec) {
+  for (int k = 0; k < kFaultKinds; ++k) SetRate(static_cast<Fault>(k), spec.rates[k]);
+  SetSlowDelay(spec.slow_ns);
+}
+
+std::string InjectedSummary(const FaultEnv& env) {
+  std::string out;
+  for (int k = 0; k < kFaultKinds; ++k) {
+    const uint64_t n = env.injected(static_cast<Fault>(k));
+    if (n == 0) continue;
+    out += std::string(out.empty() ? "" : ", ") + FaultName(static_cast<Fault>(k)) + " " +
+           std::to_string(n);
+  }
+  return out;
+}
 
 void FaultEnv::HoldSlow() {
   MutexLock lock(&hold_mu_);

@@ -18,8 +18,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "runtime/mutex.h"
+#include "runtime/status.h"
 #include "runtime/storage/env.h"
 
 namespace kvtier {
@@ -37,6 +39,19 @@ enum class Fault : uint8_t {
 constexpr int kFaultKinds = 8;
 const char* FaultName(Fault f);
 
+// KVTIER_DISK_FAULTS: "kind:rate[,kind:rate]...", kind a FaultName (or
+// "slow:rate@delay", delay such as 5ms or 200us), rate a probability in
+// [0, 1] that each eligible request gets it. "none" (or empty): no faults.
+struct FaultSpec {
+  double rates[kFaultKinds] = {};
+  uint64_t slow_ns = 0;
+  bool any() const;
+};
+// Fails with a message naming the bad item and the accepted form.
+Result<FaultSpec> ParseFaultSpec(std::string_view text);
+// "write-enospc 12, slow 3" for the faults that fired (empty if none).
+std::string InjectedSummary(const class FaultEnv& env);
+
 class FaultEnv final : public Env {
  public:
   // `base` must outlive this Env.
@@ -47,6 +62,8 @@ class FaultEnv final : public Env {
   void Arm(Fault f, int times = 1, int skip = 0);
   // Each eligible request independently gets `f` with probability p.
   void SetRate(Fault f, double p);
+  // Every rate and the slow delay of `spec`.
+  void Apply(const FaultSpec& spec);
   // Disarms every fault and rate.
   void Clear();
   void SetSlowDelay(uint64_t ns) { slow_ns_.store(ns); }

@@ -1,12 +1,14 @@
-// Fuzz target: the KVTIER_* options parser (runtime/options.cc). The input
-// is an environment, one NAME=VALUE per line. Any input either parses or
-// fails with a one-line message that names a variable; nothing crashes.
+// Fuzz target: the KVTIER_* options parser (runtime/options.cc) and the
+// KVTIER_DISK_FAULTS grammar. The input is an environment, one NAME=VALUE
+// per line. Any input either parses or fails with a one-line message that
+// names a variable; nothing crashes.
 #include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
 
 #include "runtime/options.h"
+#include "runtime/storage/fault_env.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -32,6 +34,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(message.find("KVTIER_") != std::string::npos);
   } else {
     const kvtier::Options& o = parsed.value();
+    // KVTIER_DISK_FAULTS' own grammar, checked where the runtime starts.
+    kvtier::Result<kvtier::FaultSpec> faults = kvtier::ParseFaultSpec(o.disk_faults);
+    FUZZ_CHECK(faults.ok() || faults.status().message().find("(accepted: ") != std::string::npos);
     FUZZ_CHECK(o.page_size >= (64u << 10) && o.page_size <= (1u << 30) && (o.page_size & (o.page_size - 1)) == 0);
   }
   return 0;

@@ -413,5 +413,50 @@ TEST_F(SpillFaultsTest, RandomFaultsLoseNothing) {
   }
 }
 
+TEST(FaultSpec, ParsesEveryKindAndTheSlowDelay) {
+  Result<FaultSpec> spec = ParseFaultSpec("write-enospc:0.3,read-eio:0.002,slow:0.05@2ms");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_DOUBLE_EQ(spec.value().rates[static_cast<int>(Fault::kWriteNoSpace)], 0.3);
+  EXPECT_DOUBLE_EQ(spec.value().rates[static_cast<int>(Fault::kReadIoError)], 0.002);
+  EXPECT_DOUBLE_EQ(spec.value().rates[static_cast<int>(Fault::kSlow)], 0.05);
+  EXPECT_EQ(spec.value().slow_ns, 2'000'000u);
+  EXPECT_TRUE(spec.value().any());
+  for (int k = 0; k < kFaultKinds; ++k) {
+    const std::string one = std::string(FaultName(static_cast<Fault>(k))) + ":1" +
+                            (static_cast<Fault>(k) == Fault::kSlow ? "@250us" : "");
+    EXPECT_TRUE(ParseFaultSpec(one).ok()) << one;
+  }
+  for (const char* none : {"", "none"}) {
+    ASSERT_TRUE(ParseFaultSpec(none).ok()) << none;
+    EXPECT_FALSE(ParseFaultSpec(none).value().any()) << none;
+  }
+}
+
+TEST(FaultSpec, RefusesWhatItCannotInjectWithTheAcceptedForm) {
+  for (const char* bad : {"write-eio", "write-eio:", "write-eio:2", "write-eio:-0.1", "eio:0.1",
+                          "slow:0.1", "slow:0.1@", "slow:0.1@5s", "slow:0.1@99999999ms",
+                          "write-eio:0.1@5ms", "write-eio:nan", "write-eio:0.1,", ",write-eio:0.1",
+                          "write-eio:0.1x"}) {
+    Result<FaultSpec> spec = ParseFaultSpec(bad);
+    EXPECT_FALSE(spec.ok()) << bad;
+    if (!spec.ok()) {
+      const std::string message = spec.status().message();
+      EXPECT_EQ(message.rfind("KVTIER_DISK_FAULTS item '", 0), 0u) << message;
+      EXPECT_NE(message.find("(accepted: "), std::string::npos) << message;
+    }
+  }
+}
+
+TEST(FaultSpec, AnEnvGivenASpecInjectsAndCountsWhatFired) {
+  FaultEnv env(Env::Default(), 7);
+  Result<FaultSpec> spec = ParseFaultSpec("write-eio:1");
+  ASSERT_TRUE(spec.ok());
+  env.Apply(spec.value());
+  EXPECT_TRUE(env.Fires(Fault::kWriteIoError));
+  EXPECT_FALSE(env.Fires(Fault::kReadIoError));
+  env.Count(Fault::kWriteIoError);
+  EXPECT_EQ(InjectedSummary(env), "write-eio 1");
+}
+
 }  // namespace
 }  // namespace kvtier
