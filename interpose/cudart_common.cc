@@ -2,7 +2,6 @@
 #include "interpose/cudart_common.h"
 
 #include <pthread.h>
-#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -75,12 +74,6 @@ void WarnInternalError(const char* what) {
            "internal error in a CUDA hook: %s; the call returned cudaErrorUnknown (later errors "
            "are not printed)",
            what);
-}
-
-uint64_t MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
 }
 
 }  // namespace kvtier::interpose

@@ -13,6 +13,7 @@
 #include "interpose/cuda_api.h"
 #include "interpose/plain_allocations.h"
 #include "interpose/sim_gpu.h"
+#include "runtime/clock.h"  // MonotonicNs, for event times
 #include "runtime/runtime.h"
 
 namespace kvtier::interpose {
@@ -32,8 +33,6 @@ uint64_t RegionDeviceReserve(Runtime* rt);
 uint64_t OversubscribedBytes(Runtime* rt);
 // True when [p, p+n) is simulated device memory (plain or tiered).
 bool SimDeviceRange(Runtime* rt, const void* p, size_t n);
-
-uint64_t MonotonicNs();
 
 // Runs a hook body that may allocate (maps, the runtime) so that no C++
 // exception crosses into the program: out of memory becomes

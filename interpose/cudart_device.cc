@@ -137,13 +137,13 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaEventRecord>(event, stream);
-  return SimResult(TheSimGpu().RecordEvent(event, stream, MonotonicNs()));
+  return SimResult(TheSimGpu().RecordEvent(event, stream, kvtier::MonotonicNs()));
 }
 
 cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaEventRecord_ptsz>(event, stream);
-  return SimResult(TheSimGpu().RecordEvent(event, stream, MonotonicNs()));
+  return SimResult(TheSimGpu().RecordEvent(event, stream, kvtier::MonotonicNs()));
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {

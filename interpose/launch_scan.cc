@@ -2,7 +2,6 @@
 #include "interpose/launch_scan.h"
 
 #include <pthread.h>
-#include <time.h>
 
 #include <atomic>
 #include <cstdint>
@@ -11,6 +10,7 @@
 #include <unordered_map>
 
 #include "interpose/hook_table.h"
+#include "runtime/clock.h"
 #include "runtime/log.h"
 #include "runtime/mutex.h"
 #include "runtime/runtime.h"
@@ -109,12 +109,6 @@ const Layout* LayoutFor(uintptr_t key, GetFunction&& get_function) {
   return layout;
 }
 
-uint64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
-}
-
 // Pushes a kLaunch signal for the region holding `addr`, unless this thread
 // reported it within kRepeatNs.
 void Report(Runtime* rt, uintptr_t addr, uint64_t now) {
@@ -158,7 +152,7 @@ void Scan(const Layout& layout, void** params, const uint8_t* buffer, size_t buf
     uintptr_t value;
     memcpy(&value, at, sizeof value);  // parameters need not be 8-byte aligned
     if (value < lo || value >= hi) continue;
-    if (now == 0) now = NowNs();
+    if (now == 0) now = MonotonicNs();
     Report(rt, value, now);
   }
 }

@@ -1,4 +1,7 @@
-// Clock: where the tick engine and the mover read time.
+// Clock: where the tick engine and the mover read time, and MonotonicNs,
+// kvtier's one reading of the monotonic clock (the runtime's signal times,
+// the CUDA backend, the launch scan, the simulated CUDA runtime's events and
+// the storage Env all use it; none keeps a clock of its own).
 //
 // Production code reads the monotonic clock; tests hand in a ManualClock and
 // kvtier-bench the virtual clock of its model device, so the same tick and

@@ -28,8 +28,6 @@ namespace {
 constexpr size_t kSignalRingCapacity = 1 << 16;
 constexpr uint64_t kPublishIntervalNs = 50'000'000;
 
-uint64_t NowNs() { return MonotonicNs(); }
-
 std::string ProgramName() {
   char buf[256] = {};
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -341,7 +339,7 @@ Status Runtime::Hint(const void* ptr, size_t len, SignalKind kind) {
   uintptr_t end = std::min<uintptr_t>(addr + len, r->base + r->size);
   uint32_t first = r->PageOf(addr);
   uint32_t last = r->PageOf(end - 1);
-  PushSignal({kind, r->id, first, last - first + 1, NowNs()});
+  PushSignal({kind, r->id, first, last - first + 1, MonotonicNs()});
   return Status::Ok();
 }
 
@@ -355,7 +353,7 @@ void Runtime::TickSoon() {
 }
 
 void Runtime::OnFault(Region& region, uint32_t page, Tier from, uint64_t wait_ns) {
-  Signal s{SignalKind::kFault, region.id, page, 1, NowNs()};
+  Signal s{SignalKind::kFault, region.id, page, 1, MonotonicNs()};
   s.from = from;
   PushSignal(s);
   // A page coming back from the host or disk: the engine waits on it, and
@@ -365,7 +363,7 @@ void Runtime::OnFault(Region& region, uint32_t page, Tier from, uint64_t wait_ns
 }
 
 void Runtime::OnDriverEviction(Region& region, uint32_t page) {
-  Signal s{SignalKind::kEvicted, region.id, page, 1, NowNs()};
+  Signal s{SignalKind::kEvicted, region.id, page, 1, MonotonicNs()};
   s.from = Tier::kDevice;
   PushSignal(s);
   TickSoon();
@@ -389,7 +387,7 @@ void Runtime::OnMoveFailed(Region& region, const Move& move, const Status& error
 
 void Runtime::Tick() {
   MutexLock lock(&tick_mu_);
-  const uint64_t start = NowNs();
+  const uint64_t start = MonotonicNs();
   std::vector<RegionPtr> regions = regions_.Snapshot();
   signals_.clear();
   Signal s;

@@ -6,13 +6,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <new>
 
+#include "runtime/clock.h"
 #include "runtime/storage/env.h"
 #include "runtime/storage/io_queue.h"
 
@@ -104,11 +104,7 @@ class PosixEnv final : public Env {
     return NewPosixSyncQueue(depth);
   }
 
-  uint64_t NowNanos() override {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-  }
+  uint64_t NowNanos() override { return MonotonicNs(); }
 };
 
 }  // namespace

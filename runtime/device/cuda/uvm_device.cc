@@ -2,10 +2,9 @@
 // evidence and the maintenance thread are in uvm_evidence.cc).
 #include "runtime/device/cuda/uvm_device.h"
 
-#include <time.h>
-
 #include <string>
 
+#include "runtime/clock.h"
 #include "runtime/device/cuda/uvm_region.h"
 #include "runtime/log.h"
 #include "runtime/options.h"
@@ -15,12 +14,6 @@ namespace kvtier::cuda {
 namespace {
 
 constexpr uint64_t kFreeMemoryRecheckNs = 50'000'000;
-
-uint64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
-}
 
 // Makes the device's primary context current on this thread for a scope (the
 // engine thread may have another one current, the policy thread none).
@@ -327,7 +320,7 @@ Status UvmDevice::MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted) 
 
 Status UvmDevice::CheckFreeMemoryLocked(CUdevice device, uint64_t bytes) {
   DeviceState& dev = devices_[device];
-  const uint64_t now = NowNs();
+  const uint64_t now = MonotonicNs();
   if (dev.free_checked_ns == 0 || now - dev.free_checked_ns > kFreeMemoryRecheckNs) {
     size_t free_bytes = 0, total = 0;
     ScopedContext ctx(config_.api, dev.context);
