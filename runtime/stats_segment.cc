@@ -190,13 +190,19 @@ Result<std::unique_ptr<StatsSegment>> StatsSegment::Create(const std::string& di
   struct stat st;
   void* map = MAP_FAILED;
   const char* step = "fchmod";
-  // fchmod: the mode must be 0600 whatever the umask.
-  if (fchmod(fd, 0600) == 0 && (step = "fstat", fstat(fd, &st) == 0) &&
-      (step = "ftruncate", ftruncate(fd, sizeof(kvtier_stats_segment)) == 0)) {
-    step = "mmap";
-    map = mmap(nullptr, sizeof(kvtier_stats_segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // fchmod: the mode must be 0600 whatever the umask. posix_fallocate, not
+  // ftruncate: the pages must exist before they are mapped, or the first
+  // write to a full /dev/shm would kill the engine with SIGBUS.
+  int err = 0;
+  if (fchmod(fd, 0600) == 0 && (step = "fstat", fstat(fd, &st) == 0)) {
+    step = "posix_fallocate";
+    err = posix_fallocate(fd, 0, sizeof(kvtier_stats_segment));
+    if (err == 0) {
+      step = "mmap";
+      map = mmap(nullptr, sizeof(kvtier_stats_segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
   }
-  const int err = errno;
+  if (map == MAP_FAILED && err == 0) err = errno;  // fchmod, fstat or mmap
   close(fd);
   if (map == MAP_FAILED) {
     unlink(path.c_str());

@@ -6,10 +6,12 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <fstream>
@@ -409,6 +411,45 @@ TEST(StatsSegmentTest, ReaderGivesUpOnAWriterThatHoldsTheLock) {
   words[offsetof(kvtier_stats_segment, seq) / 8] = 4;
   EXPECT_TRUE(stats::SnapshotCopy(words.data(), &out, 50));
   EXPECT_EQ(out.seq, 4u);
+}
+
+// A full /dev/shm: the segment's pages must be allocated before they are
+// mapped, or the first publish dies with SIGBUS inside the engine. Needs a
+// tmpfs of its own (mount: root with CAP_SYS_ADMIN, as on the CI machines).
+TEST(StatsSegmentTest, AFullTmpfsRefusesTheSegmentInsteadOfKillingThePublisher) {
+  TempDir dir;
+  if (mount("tmpfs", dir.path().c_str(), "tmpfs", 0, "size=64k") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here: " << strerror(errno);
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
+  } unmount{dir.path()};
+  {
+    // Fill it to the last page.
+    std::ofstream fill(dir.path() + "/fill", std::ios::binary);
+    const std::string block(4096, 'x');
+    while (fill.write(block.data(), block.size()) && fill.flush()) {
+    }
+  }
+  // The child publishes: on the old code it would die of SIGBUS.
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto seg = StatsSegment::Create(dir.path(), TestIdentity());
+    if (seg.ok()) {
+      Counters c;
+      seg.value()->Publish(c, {});
+      _exit(3);  // created and published on a full file system: not possible
+    }
+    const bool says_why = seg.status().message().find("posix_fallocate failed") != std::string::npos;
+    _exit(says_why ? 0 : 4);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the publisher died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: created on a full tmpfs; 4: the message lacks the step";
+  EXPECT_FALSE(std::ifstream(SegmentPath(dir, child)).good()) << "a refused segment leaves no file";
 }
 
 }  // namespace
