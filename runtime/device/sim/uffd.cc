@@ -79,8 +79,9 @@ Result<UserFaultFd> UserFaultFd::Open() {
   if (u.fd_ < 0) {
     if (first_errno == ENOSYS) {
       return Status::Error(
-          "userfaultfd is not available: this kernel lacks CONFIG_USERFAULTFD (the simulated "
-          "GPU, KVTIER_BACKEND=sim, needs it; use a kernel built with it)");
+          "userfaultfd is not available (ENOSYS): the kernel lacks CONFIG_USERFAULTFD, or a "
+          "seccomp profile forbids it, as container runtimes' defaults do (the simulated GPU, "
+          "KVTIER_BACKEND=sim, needs it: use a kernel built with it, or allow userfaultfd)");
     }
     if (first_errno == EPERM) {
       return Status::Errorf(
