@@ -55,7 +55,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
@@ -65,6 +64,7 @@
 #include "runtime/device/device.h"
 #include "runtime/device/sim/resident_list.h"
 #include "runtime/device/sim/uffd.h"
+#include "runtime/mutex.h"
 #include "runtime/storage/spill_batch.h"
 #include "runtime/storage/spill_store.h"
 
