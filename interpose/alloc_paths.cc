@@ -43,7 +43,7 @@ cudaError_t SimAllocate(void** out, size_t size, const char* api, const void* ca
   }
   Runtime* rt = Runtime::Get();
   if (TryRegion(rt, size, api, caller, out)) return cudaSuccess;
-  cudaError_t err = TheSimGpu().Alloc(size, RegionDeviceReserve(rt), out);
+  cudaError_t err = TheSimCudaRuntime().Alloc(size, RegionDeviceReserve(rt), out);
   if (err == cudaSuccess && rt) Counters::Add(rt->counters().plain_device_bytes, size);
   Log(2, "%s(%zu bytes): plain simulated device memory at %p (%s)", api, size,
       err == cudaSuccess ? *out : nullptr, SimErrorName(err));
@@ -54,7 +54,7 @@ cudaError_t SimRelease(void* ptr, const char* api) {
   if (ptr == nullptr) return cudaSuccess;
   Runtime* rt = Runtime::Get();
   if (FreeRegion(rt, ptr)) return cudaSuccess;
-  size_t bytes = TheSimGpu().Free(ptr);
+  size_t bytes = TheSimCudaRuntime().Free(ptr);
   if (bytes == 0) {
     if (rt) Counters::Add(rt->counters().bad_frees);
     WarnOnce(&g_bad_free_warned,
@@ -74,7 +74,7 @@ cudaError_t SimRelease(void* ptr, const char* api) {
 cudaError_t SimMemInfo(size_t* free_bytes, size_t* total_bytes) {
   if (free_bytes == nullptr || total_bytes == nullptr) return cudaErrorInvalidValue;
   Runtime* rt = Runtime::Get();
-  SimGpu& gpu = TheSimGpu();
+  SimCudaRuntime& gpu = TheSimCudaRuntime();
   uint64_t total = gpu.total_bytes();
   uint64_t used = gpu.memory().bytes() + RegionDeviceReserve(rt);
   uint64_t extra = OversubscribedBytes(rt);

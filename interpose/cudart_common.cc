@@ -11,21 +11,21 @@
 namespace kvtier::interpose {
 namespace {
 
-std::atomic<SimGpu*> g_sim{nullptr};
+std::atomic<SimCudaRuntime*> g_sim{nullptr};
 
 void SimPrepareFork() {
-  if (SimGpu* g = g_sim.load(std::memory_order_acquire)) g->LockForFork();
+  if (SimCudaRuntime* g = g_sim.load(std::memory_order_acquire)) g->LockForFork();
 }
 void SimAfterFork() {
-  if (SimGpu* g = g_sim.load(std::memory_order_acquire)) g->UnlockAfterFork();
+  if (SimCudaRuntime* g = g_sim.load(std::memory_order_acquire)) g->UnlockAfterFork();
 }
 
 }  // namespace
 
-SimGpu& TheSimGpu() {
-  static SimGpu* gpu = [] {
+SimCudaRuntime& TheSimCudaRuntime() {
+  static SimCudaRuntime* gpu = [] {
     const Options& o = Runtime::ProcessOptions();
-    auto* g = new SimGpu(o.sim_device_name, o.sim_device_memory);
+    auto* g = new SimCudaRuntime(o.sim_device_name, o.sim_device_memory);
     g_sim.store(g, std::memory_order_release);
     // The child keeps the parent's plain allocations (copy-on-write memory,
     // still valid there); only the locks need care.
@@ -65,7 +65,7 @@ uint64_t OversubscribedBytes(Runtime* rt) {
 }
 
 bool SimDeviceRange(Runtime* rt, const void* p, size_t n) {
-  return TheSimGpu().memory().Contains(p, n) || RegionCovering(rt, p, n) != nullptr;
+  return TheSimCudaRuntime().memory().Contains(p, n) || RegionCovering(rt, p, n) != nullptr;
 }
 
 void WarnInternalError(const char* what) {

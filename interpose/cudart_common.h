@@ -12,7 +12,7 @@
 
 #include "interpose/cuda_api.h"
 #include "interpose/plain_allocations.h"
-#include "interpose/sim_gpu.h"
+#include "interpose/sim_cudart.h"
 #include "runtime/clock.h"  // MonotonicNs, for event times
 #include "runtime/runtime.h"
 
@@ -20,7 +20,7 @@ namespace kvtier::interpose {
 
 // The simulated device (KVTIER_BACKEND=sim), from KVTIER_SIM_DEVICE_NAME and
 // KVTIER_SIM_DEVICE_MEMORY.
-SimGpu& TheSimGpu();
+SimCudaRuntime& TheSimCudaRuntime();
 // Plain allocations made through the real cudaMalloc in kTier mode.
 PlainAllocations& RealPlainAllocations();
 

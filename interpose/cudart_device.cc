@@ -48,7 +48,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
   if (!Sim(scope)) return CallReal<HookId::cudaGetDeviceProperties>(prop, device);
   if (prop == nullptr) return SimResult(cudaErrorInvalidValue);
   if (device != 0) return SimResult(cudaErrorInvalidDevice);
-  TheSimGpu().Properties(prop);
+  TheSimCudaRuntime().Properties(prop);
   return cudaSuccess;
 }
 
@@ -57,7 +57,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev
   if (!Sim(scope)) return CallReal<HookId::cudaDeviceGetAttribute>(value, attr, device);
   if (value == nullptr) return SimResult(cudaErrorInvalidValue);
   if (device != 0) return SimResult(cudaErrorInvalidDevice);
-  return SimResult(TheSimGpu().Attribute(RawEnum(attr), value));
+  return SimResult(TheSimCudaRuntime().Attribute(RawEnum(attr), value));
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
@@ -77,97 +77,97 @@ cudaError_t cudaDriverGetVersion(int* driverVersion) {
 cudaError_t cudaStreamCreate(cudaStream_t* pStream) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaStreamCreate>(pStream);
-  return SimResult(NoThrow([&] { return TheSimGpu().CreateStream(0, 0, pStream); }));
+  return SimResult(NoThrow([&] { return TheSimCudaRuntime().CreateStream(0, 0, pStream); }));
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaStreamCreateWithFlags>(pStream, flags);
-  return SimResult(NoThrow([&] { return TheSimGpu().CreateStream(flags, 0, pStream); }));
+  return SimResult(NoThrow([&] { return TheSimCudaRuntime().CreateStream(flags, 0, pStream); }));
 }
 
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int flags, int priority) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaStreamCreateWithPriority>(pStream, flags, priority);
-  return SimResult(NoThrow([&] { return TheSimGpu().CreateStream(flags, priority, pStream); }));
+  return SimResult(NoThrow([&] { return TheSimCudaRuntime().CreateStream(flags, priority, pStream); }));
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaStreamDestroy>(stream);
-  return SimResult(TheSimGpu().DestroyStream(stream));
+  return SimResult(TheSimCudaRuntime().DestroyStream(stream));
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaStreamSynchronize>(stream);
-  return SimResult(TheSimGpu().ValidStream(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
+  return SimResult(TheSimCudaRuntime().ValidStream(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaStreamSynchronize_ptsz>(stream);
-  return SimResult(TheSimGpu().ValidStream(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
+  return SimResult(TheSimCudaRuntime().ValidStream(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaStreamQuery>(stream);
-  return SimResult(TheSimGpu().ValidStream(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
+  return SimResult(TheSimCudaRuntime().ValidStream(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaStreamQuery_ptsz>(stream);
-  return SimResult(TheSimGpu().ValidStream(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
+  return SimResult(TheSimCudaRuntime().ValidStream(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaEventCreate>(event);
-  return SimResult(NoThrow([&] { return TheSimGpu().CreateEvent(cudaEventDefault, event); }));
+  return SimResult(NoThrow([&] { return TheSimCudaRuntime().CreateEvent(cudaEventDefault, event); }));
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaEventCreateWithFlags>(event, flags);
-  return SimResult(NoThrow([&] { return TheSimGpu().CreateEvent(flags, event); }));
+  return SimResult(NoThrow([&] { return TheSimCudaRuntime().CreateEvent(flags, event); }));
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaEventRecord>(event, stream);
-  return SimResult(TheSimGpu().RecordEvent(event, stream, kvtier::MonotonicNs()));
+  return SimResult(TheSimCudaRuntime().RecordEvent(event, stream, kvtier::MonotonicNs()));
 }
 
 cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaEventRecord_ptsz>(event, stream);
-  return SimResult(TheSimGpu().RecordEvent(event, stream, kvtier::MonotonicNs()));
+  return SimResult(TheSimCudaRuntime().RecordEvent(event, stream, kvtier::MonotonicNs()));
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaEventSynchronize>(event);
-  return SimResult(TheSimGpu().CheckEvent(event));
+  return SimResult(TheSimCudaRuntime().CheckEvent(event));
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaEventQuery>(event);
-  return SimResult(TheSimGpu().CheckEvent(event));
+  return SimResult(TheSimCudaRuntime().CheckEvent(event));
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaEventElapsedTime>(ms, start, end);
-  return SimResult(TheSimGpu().ElapsedTime(ms, start, end));
+  return SimResult(TheSimCudaRuntime().ElapsedTime(ms, start, end));
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaEventDestroy>(event);
-  return SimResult(TheSimGpu().DestroyEvent(event));
+  return SimResult(TheSimCudaRuntime().DestroyEvent(event));
 }
 
 cudaError_t cudaGetLastError(void) {

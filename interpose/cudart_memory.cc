@@ -69,7 +69,7 @@ cudaError_t SimFill(void* ptr, int value, size_t count) {
 cudaError_t SimPrefetch(const void* ptr, size_t count, cudaMemLocation loc, unsigned flags,
                         cudaStream_t stream) {
   if (flags != 0) return cudaErrorInvalidValue;
-  if (!TheSimGpu().ValidStream(stream)) return cudaErrorInvalidResourceHandle;
+  if (!TheSimCudaRuntime().ValidStream(stream)) return cudaErrorInvalidResourceHandle;
   SignalKind kind;
   switch (RawEnum(loc.type)) {
     case cudaMemLocationTypeDevice:
@@ -140,7 +140,7 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, 
   HookScope scope;
   if (scope.mode() != Mode::kSim) return CallReal<id>(dst, src, count, kind, stream...);
   if constexpr (sizeof...(Stream) > 0) {
-    if (!TheSimGpu().ValidStream(stream...)) return SimResult(cudaErrorInvalidResourceHandle);
+    if (!TheSimCudaRuntime().ValidStream(stream...)) return SimResult(cudaErrorInvalidResourceHandle);
   }
   return SimResult(SimCopy(dst, src, count, RawEnum(kind)));
 }
@@ -151,7 +151,7 @@ cudaError_t Fill(void* devPtr, int value, size_t count, Stream... stream) {
   HookScope scope;
   if (scope.mode() != Mode::kSim) return CallReal<id>(devPtr, value, count, stream...);
   if constexpr (sizeof...(Stream) > 0) {
-    if (!TheSimGpu().ValidStream(stream...)) return SimResult(cudaErrorInvalidResourceHandle);
+    if (!TheSimCudaRuntime().ValidStream(stream...)) return SimResult(cudaErrorInvalidResourceHandle);
   }
   return SimResult(SimFill(devPtr, value, count));
 }

@@ -69,7 +69,7 @@ CUresult MemAllocAsync(CUdeviceptr* dptr, size_t size, CUstream stream, const vo
       break;
     case Mode::kSim:
       return DriverNoThrow([&] {
-        if (!TheSimGpu().ValidStream(reinterpret_cast<cudaStream_t>(stream)))
+        if (!TheSimCudaRuntime().ValidStream(reinterpret_cast<cudaStream_t>(stream)))
           return CUDA_ERROR_INVALID_HANDLE;
         return SimDriverAlloc(dptr, size, HookName(id), caller);
       });
@@ -88,7 +88,7 @@ CUresult MemFreeAsync(CUdeviceptr dptr, CUstream stream) {
       break;
     case Mode::kSim:
       return DriverNoThrow([&] {
-        if (!TheSimGpu().ValidStream(reinterpret_cast<cudaStream_t>(stream)))
+        if (!TheSimCudaRuntime().ValidStream(reinterpret_cast<cudaStream_t>(stream)))
           return CUDA_ERROR_INVALID_HANDLE;
         return DriverResult(SimRelease(AsPointer(dptr), HookName(id)));
       });

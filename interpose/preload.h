@@ -8,7 +8,7 @@
 //                 every hook calls the real function with the same arguments
 //                 and returns what it returns.
 //   kSim          KVTIER_BACKEND=sim: the memory subset of the runtime API is
-//                 served by the simulated GPU (sim_gpu.h); matched
+//                 served by the simulated CUDA runtime (sim_cudart.h); matched
 //                 allocations become tiered regions when the runtime started.
 //   kTier         a real device backend runs: matched allocations become
 //                 tiered regions, everything else passes through.

@@ -57,10 +57,4 @@ class LruPolicy : public Policy {
   size_t compact_at_ = 1 << 16;
 };
 
-// Shared building blocks for policies.
-// Pages on `tier` that are neither pinned nor in flight.
-std::vector<PageRef> MovablePages(const PolicyView& view, Tier tier);
-// Bytes that must leave a tier: used - low once used passes high, else 0.
-uint64_t BytesOverWatermark(const TierUsage& usage);
-
 }  // namespace kvtier

@@ -1,4 +1,6 @@
-// The policies KVTIER_POLICY can name. Add a row to add a policy.
+// The policies KVTIER_POLICY can name (see registry.h). Add a row to add a policy.
+#include "policies/registry.h"
+
 #include <functional>
 #include <string_view>
 #include <vector>
@@ -8,7 +10,6 @@
 #include "policies/lru.h"
 #include "policies/predictive.h"
 #include "policies/s3fifo.h"
-#include "runtime/policy.h"
 
 namespace kvtier {
 namespace {

@@ -5,6 +5,7 @@
 #include <limits>
 #include <unordered_set>
 
+#include "policies/policy_util.h"
 #include "runtime/signal_apply.h"
 
 namespace kvtier {

@@ -3,7 +3,7 @@
 
 #include <charconv>
 
-#include "runtime/options.h"
+#include "runtime/units.h"
 
 namespace kvtier {
 namespace {

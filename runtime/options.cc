@@ -18,7 +18,8 @@
 #include <cstdlib>
 #include <type_traits>
 
-#include "runtime/policy.h"
+#include "policies/registry.h"
+#include "runtime/units.h"
 
 namespace kvtier {
 
@@ -318,51 +319,6 @@ Result<Options> ParseOptions(const EnvLookup& env) {
   return o;
 }
 
-std::string EchoValue(std::string_view text) {
-  constexpr size_t kMax = 64;
-  std::string out;
-  size_t cut = 0;  // the length of `out` before the first piece past kMax - 3
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    char piece[5] = {ch, '\0'};
-    if (c < 0x20 || c >= 0x7f) snprintf(piece, sizeof piece, "\\x%02x", c);
-    if (out.size() + strlen(piece) <= kMax - 3) cut = out.size() + strlen(piece);
-    out += piece;
-    if (out.size() > kMax) break;
-  }
-  if (out.size() <= kMax) return out;
-  out.resize(cut);
-  return out + "...";
-}
-
-Result<uint64_t> ParseSize(std::string_view text) {
-  if (text.empty()) return Status::Error("empty value");
-  if (text.front() == '-') return Status::Error("negative size");
-  uint64_t number = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
-  if (end == text.data()) return Status::Error("not a size");
-  if (ec == std::errc::result_out_of_range) return Status::Error("too large");
-  std::string_view suffix(end, text.data() + text.size() - end);
-  if (suffix.size() >= 2 && (suffix[0] == '.' || suffix[0] == ',') &&
-      std::isdigit(static_cast<unsigned char>(suffix[1]))) {
-    return Status::Error("not a whole number (write 1536M, not 1.5G)");
-  }
-  static constexpr struct {
-    std::string_view suffix;
-    int shift;
-  } kSuffixes[] = {{"", 0},     {"b", 0},   {"k", 10},   {"kb", 10}, {"kib", 10},
-                   {"m", 20},   {"mb", 20}, {"mib", 20}, {"g", 30},  {"gb", 30},
-                   {"gib", 30}, {"t", 40},  {"tb", 40},  {"tib", 40}};
-  const std::string lower = Lower(suffix);
-  for (const auto& s : kSuffixes) {
-    if (lower != s.suffix) continue;
-    if (s.shift > 0 && number > (UINT64_MAX >> s.shift)) return Status::Error("too large");
-    return number << s.shift;
-  }
-  return Status::Error("unknown size suffix \"" + EchoValue(suffix) +
-                       "\" (use K, M, G or T, optionally with B or iB)");
-}
-
 Result<bool> ParseBool(std::string_view text) {
   const std::string lower = Lower(text);
   for (std::string_view yes : {"1"sv, "true"sv, "on"sv, "yes"sv}) {
@@ -387,26 +343,6 @@ Result<std::vector<std::string>> ParseList(std::string_view text) {
     if (comma == std::string_view::npos) return items;
     text.remove_prefix(comma + 1);
   }
-}
-
-std::string FormatBytes(uint64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  size_t unit = 0;
-  while (unit + 1 < std::size(kUnits) && bytes >> (10 * (unit + 1)) != 0) ++unit;
-  // Two decimals at most; 1023.999 KiB rounds up into the next unit.
-  auto rounded = [bytes](size_t u) {
-    return std::round(std::ldexp(static_cast<double>(bytes), -10 * static_cast<int>(u)) * 100) /
-           100;
-  };
-  double value = rounded(unit);
-  if (value >= 1024 && unit + 1 < std::size(kUnits)) value = rounded(++unit);
-  char buf[32];
-  snprintf(buf, sizeof buf, "%.2f", value);
-  std::string number = buf;
-  number.erase(number.find_last_not_of('0') + 1);
-  if (number.back() == '.') number.pop_back();
-  return number + " " + kUnits[unit];
 }
 
 void DumpOptions(const Options& options, FILE* out) {

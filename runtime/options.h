@@ -52,23 +52,13 @@ EnvLookup ProcessEnv();  // getenv; the only getenv in kvtier
 // (low watermark below high watermark).
 Result<Options> ParseOptions(const EnvLookup& env);
 
-// Value parsers, exposed for tests and for other grammars (match rules).
-// Sizes: decimal integer with optional suffix K, M, G, T (powers of 1024),
-// also KB/KiB, MB/MiB, GB/GiB, TB/TiB, B; case-insensitive; no fractions.
-Result<uint64_t> ParseSize(std::string_view text);
-// A value as an error message shows it: printable ASCII as is, any other
-// byte as \xNN, and at most 64 characters ("..." ends a longer one), so
-// hostile input cannot fill or garble the one-line message.
-std::string EchoValue(std::string_view text);
+// Value parsers, exposed for tests (sizes: ParseSize in units.h).
 Result<bool> ParseBool(std::string_view text);
 // Comma-separated items, spaces around them trimmed; no empty items.
 Result<std::vector<std::string>> ParseList(std::string_view text);
 // Fails on the first KVTIER_* entry of envp that names no option, suggesting
 // the closest name (a typo such as KVTIER_PAGESIZE must not pass silently).
 Status CheckUnknownVariables(char** envp);
-
-// Formats bytes for people: "2 MiB", "1.5 GiB".
-std::string FormatBytes(uint64_t bytes);
 
 // Writes a "KVTIER_X=<value>" line for every option to `out`, with
 // "  (default)" after values equal to the default (KVTIER_VERBOSE>=1).

@@ -102,9 +102,4 @@ struct PolicySettings {
   bool predict = true;  // KVTIER_PREDICT (predictive)
 };
 
-// Creates the policy named by KVTIER_POLICY; nullptr for an unknown name.
-std::unique_ptr<Policy> MakePolicy(std::string_view name, const PolicySettings& settings = {});
-// Names MakePolicy accepts, for messages ("lru|...").
-const std::vector<std::string_view>& PolicyNames();
-
 }  // namespace kvtier

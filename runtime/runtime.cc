@@ -1,4 +1,5 @@
-// Runtime: lifecycle, allocation paths and the policy tick (see runtime.h).
+// Runtime: its parts, allocation paths and the policy tick (see runtime.h;
+// the process's instance is made in bootstrap.cc).
 #include "runtime/runtime.h"
 
 #include <dlfcn.h>
@@ -6,21 +7,20 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <chrono>
+#include <cstring>
+#include <system_error>
 
-#include "runtime/device/sim/sim_device.h"
-#ifdef KVTIER_HAVE_CUDA
-#include "runtime/device/cuda/cuda_device.h"
-#endif
+#include "policies/registry.h"
 #include "runtime/clock.h"
+#include "runtime/device/sim/sim_device.h"
 #include "runtime/log.h"
 #include "runtime/mover.h"
 #include "runtime/signal_apply.h"
 #include "runtime/stats_segment.h"
 #include "runtime/storage/fault_env.h"
 #include "runtime/storage/spill_store.h"
+#include "runtime/units.h"
 
 namespace kvtier {
 namespace {
@@ -42,120 +42,29 @@ uint64_t PhysicalMemory() {
   return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
 }
 
-// Process-wide instance. Not destroyed at exit: engine threads and static
-// destructors may still touch tiered memory, so the fault handlers must live
-// until the process is gone. A fork child starts without one.
-Mutex g_init_mu;
-std::atomic<Runtime*> g_runtime{nullptr};
-std::atomic<bool> g_init_done{false};
-
-void ShutdownAtExit() {
-  if (Runtime* rt = g_runtime.load(std::memory_order_acquire)) rt->Shutdown();
-}
-
-void ResetInChild() {
-  // The parent's threads do not exist here and its userfaultfd registrations
-  // were dropped by fork; the child builds its own runtime if it uses CUDA.
-  // The parent's instance is leaked: a parent thread may have held one of its
-  // locks at fork time.
-  if (Runtime* parent = g_runtime.load(std::memory_order_relaxed)) parent->device().AfterForkInChild();
-  g_runtime.store(nullptr, std::memory_order_relaxed);
-  g_init_done.store(false, std::memory_order_relaxed);
-  new (&g_init_mu) Mutex();
-}
-
 }  // namespace
 
-const Options& Runtime::ProcessOptions() {
-  static const Options options = [] {
-    Result<Options> parsed = ParseOptions(ProcessEnv());
-    Status status = parsed.status();
-    if (status.ok()) {
-      Result<AllocationMatcher> match = AllocationMatcher::Parse(parsed.value().match);
-      if (!match.ok()) {
-        status = Status::Error("KVTIER_MATCH=" + EchoValue(parsed.value().match) + ": " +
-                               match.status().message());
-      }
-    }
-    if (status.ok()) status = ParseFaultSpec(parsed.value().disk_faults).status();
-    if (!status.ok()) {
-      // A configuration error stops the process at start: one line, exit 2.
-      Log(0, "%s", status.message().c_str());
-      _exit(2);
-    }
-    g_log_level.store(static_cast<int>(parsed.value().verbose), std::memory_order_relaxed);
-    pthread_atfork(nullptr, nullptr, ResetInChild);
-    return std::move(parsed).value();
-  }();
-  return options;
-}
-
-Runtime* Runtime::Get() {
-  if (g_init_done.load(std::memory_order_acquire)) return g_runtime.load(std::memory_order_acquire);
-  MutexLock lock(&g_init_mu);
-  if (g_init_done.load(std::memory_order_relaxed)) return g_runtime.load(std::memory_order_relaxed);
-  const Options& options = ProcessOptions();
-  Runtime* rt = nullptr;
-  if (options.backend == "sim") {
-    Options effective = options;
-    if (effective.device_budget == 0) effective.device_budget = effective.sim_device_memory / 10 * 9;
-    auto created = Create(effective, nullptr, /*start_threads=*/true);
-    if (created.ok()) {
-      rt = created.value().release();
-    } else {
-      Log(0, "cannot start the simulated GPU: %s; running without kvtier",
-          created.status().message().c_str());
-    }
-  } else if (options.backend != "off") {
-#ifdef KVTIER_HAVE_CUDA
-    auto created = Create(
-        options,
-        [&options](DeviceEvents* events, Counters* counters) {
-          return MakeCudaDevice(options, events, counters);
-        },
-        /*start_threads=*/true);
-    if (created.ok()) {
-      rt = created.value().release();
-      if (options.disk_budget > 0) {
-        Log(0, "KVTIER_DISK_BUDGET=%s is ignored: the CUDA backend has no disk tier yet (pages "
-            "stay in device and host memory; the simulated GPU has one)",
-            FormatBytes(options.disk_budget).c_str());
-      }
-    } else {
-      // No usable GPU: every call passes through, and the program sees the
-      // CUDA runtime's own error codes.
-      Log(1, "KVTIER_BACKEND=%s: %s; passing every call through", options.backend.c_str(),
-          created.status().message().c_str());
-    }
-#else
-    Log(1, "KVTIER_BACKEND=%s: this build has no CUDA backend; passing every call through",
-        options.backend.c_str());
-#endif
-  }
-  g_runtime.store(rt, std::memory_order_release);
-  g_init_done.store(true, std::memory_order_release);
-  if (rt) atexit(ShutdownAtExit);
-  return rt;
-}
-
-Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
-                                                 const DeviceFactory& make_device,
-                                                 bool start_threads) {
+Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts parts) {
+  const StartStepCheck& check = parts.check_step;
   PolicySettings settings;
   settings.predict = options.predict;
-  auto policy = MakePolicy(options.policy, settings);
+  std::unique_ptr<Policy> policy;
+  if (Status s = CheckStartStep(check, "policy"); !s.ok()) return s.Annotate("KVTIER_POLICY=" + options.policy);
+  policy = parts.policy ? parts.policy(options.policy, settings) : MakePolicy(options.policy, settings);
   if (!policy) return Status::Errorf("KVTIER_POLICY=%s: unknown policy", options.policy.c_str());
   Result<AllocationMatcher> match = AllocationMatcher::Parse(options.match);
   if (!match.ok()) return match.status().Annotate("KVTIER_MATCH=" + EchoValue(options.match));
   Result<FaultSpec> faults = ParseFaultSpec(options.disk_faults);
   if (!faults.ok()) return faults.status();
 
-  std::unique_ptr<Runtime> rt(new Runtime(options, nullptr));
+  std::unique_ptr<Runtime> rt(
+      new Runtime(options, parts.clock ? *parts.clock : MonotonicClock::Get()));
   rt->policy_ = std::move(policy);
   rt->match_ = std::move(match).value();
   std::unique_ptr<Device> device;
-  if (make_device) {
-    auto made = make_device(rt.get(), &rt->counters_);
+  if (Status s = CheckStartStep(check, "device"); !s.ok()) return s;
+  if (parts.device) {
+    auto made = parts.device(rt.get(), &rt->counters_);
     if (!made.ok()) return made.status();
     device = std::move(made).value();
   } else {
@@ -169,13 +78,16 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
       store_config.page_size = options.page_size;
       Env* env = nullptr;  // the default
       if (faults.value().any()) {
-        rt->fault_env_ = std::make_unique<FaultEnv>(Env::Default(), MonotonicNs());
+        rt->fault_env_ = std::make_unique<FaultEnv>(Env::Default(), rt->clock_.NowNs());
         rt->fault_env_->Apply(faults.value());
         env = rt->fault_env_.get();
         Log(0, "KVTIER_DISK_FAULTS=%s: injecting disk faults (for testing; never in production)",
             EchoValue(options.disk_faults).c_str());
       }
-      auto store = SpillStore::Create(store_config, env, &rt->counters_);
+      const Status step = CheckStartStep(check, "disk tier");
+      Result<std::unique_ptr<SpillStore>> store =
+          step.ok() ? SpillStore::Create(store_config, env, &rt->counters_)
+                    : Result<std::unique_ptr<SpillStore>>(step);
       if (store.ok()) {
         rt->store_ = std::move(store).value();
       } else {
@@ -191,6 +103,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
     config.fault_threads = static_cast<int>(options.sim_fault_threads);
     config.events = rt.get();
     config.counters = &rt->counters_;
+    config.check_step = check;
     auto sim = SimDevice::Create(config);
     if (!sim.ok()) return sim.status();
     device = std::move(sim).value();
@@ -211,7 +124,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
   {
     // No thread ticks yet; the lock costs nothing and keeps engine_ checked.
     MutexLock lock(&rt->tick_mu_);
-    rt->engine_ = std::make_unique<TickEngine>(*rt->device_, *rt->policy_, MonotonicClock::Get(),
+    rt->engine_ = std::make_unique<TickEngine>(*rt->device_, *rt->policy_, rt->clock_,
                                                tick, &rt->counters_);
     rt->engine_->mover().set_on_failure(
         [r = rt.get()](Region& region, const Move& move, const Status& error) {
@@ -226,10 +139,13 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
   // disk_budget_bytes is set by the store (in whole pages), if there is one.
 
   if (options.stats) {
+    const Status step = CheckStartStep(check, "stats segment");
     StatsIdentity id{ProgramName(), rt->device_->kind(), rt->policy_->name(),
                      rt->store_ ? rt->store_->io_mode() : "off",
                      static_cast<uint32_t>(options.page_size)};
-    auto seg = StatsSegment::Create(options.stats_dir, id);
+    Result<std::unique_ptr<StatsSegment>> seg =
+        step.ok() ? StatsSegment::Create(options.stats_dir, id)
+                  : Result<std::unique_ptr<StatsSegment>>(step);
     if (seg.ok()) {
       rt->stats_ = std::move(seg).value();
     } else {
@@ -241,13 +157,23 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options,
       static_cast<unsigned long long>(rt->device_->capacity_bytes()),
       static_cast<unsigned long long>(options.page_size));
   if (options.verbose >= 1) DumpOptions(options, stderr);
-  if (start_threads) rt->policy_thread_ = std::thread([r = rt.get()] { r->PolicyLoop(); });
+  if (parts.start_threads) {
+    Status step = CheckStartStep(check, "policy thread");
+    if (step.ok()) {
+      try {
+        rt->policy_thread_ = std::thread([r = rt.get()] { r->PolicyLoop(); });
+      } catch (const std::system_error& e) {
+        step = Status::Errorf("starting the policy thread failed: %s", e.what());
+      }
+    }
+    if (!step.ok()) return step;
+  }
   rt->started_ = true;
   return rt;
 }
 
-Runtime::Runtime(const Options& options, std::unique_ptr<Device> device)
-    : options_(options), device_(std::move(device)), ring_(kSignalRingCapacity) {}
+Runtime::Runtime(const Options& options, const Clock& clock)
+    : options_(options), clock_(clock), ring_(kSignalRingCapacity) {}
 
 Runtime::~Runtime() {
   Shutdown();
@@ -339,7 +265,7 @@ Status Runtime::Hint(const void* ptr, size_t len, SignalKind kind) {
   uintptr_t end = std::min<uintptr_t>(addr + len, r->base + r->size);
   uint32_t first = r->PageOf(addr);
   uint32_t last = r->PageOf(end - 1);
-  PushSignal({kind, r->id, first, last - first + 1, MonotonicNs()});
+  PushSignal({kind, r->id, first, last - first + 1, clock_.NowNs()});
   return Status::Ok();
 }
 
@@ -353,7 +279,7 @@ void Runtime::TickSoon() {
 }
 
 void Runtime::OnFault(Region& region, uint32_t page, Tier from, uint64_t wait_ns) {
-  Signal s{SignalKind::kFault, region.id, page, 1, MonotonicNs()};
+  Signal s{SignalKind::kFault, region.id, page, 1, clock_.NowNs()};
   s.from = from;
   PushSignal(s);
   // A page coming back from the host or disk: the engine waits on it, and
@@ -363,7 +289,7 @@ void Runtime::OnFault(Region& region, uint32_t page, Tier from, uint64_t wait_ns
 }
 
 void Runtime::OnDriverEviction(Region& region, uint32_t page) {
-  Signal s{SignalKind::kEvicted, region.id, page, 1, MonotonicNs()};
+  Signal s{SignalKind::kEvicted, region.id, page, 1, clock_.NowNs()};
   s.from = Tier::kDevice;
   PushSignal(s);
   TickSoon();
@@ -387,7 +313,7 @@ void Runtime::OnMoveFailed(Region& region, const Move& move, const Status& error
 
 void Runtime::Tick() {
   MutexLock lock(&tick_mu_);
-  const uint64_t start = MonotonicNs();
+  const uint64_t start = clock_.NowNs();
   std::vector<RegionPtr> regions = regions_.Snapshot();
   signals_.clear();
   Signal s;

@@ -2,8 +2,9 @@
 //
 // Owns the options, the device backend, the region table, the signal ring,
 // the policy thread and the stats segment. The interposer creates it lazily on
-// the first hooked call (Runtime::Get); tests build their own with Create and
-// drive ticks by hand. Data flows one way: hooks create and free regions;
+// the first hooked call (Runtime::Get, in bootstrap.cc with the rest of the
+// process's start-up); tests build their own with Create, on the parts they
+// choose, and drive ticks by hand. Data flows one way: hooks create and free regions;
 // signals flow into the policy; the policy emits moves; the mover executes
 // them through the device; stats flow out to shared memory.
 // Thread-safety: every public method is safe from any thread.
@@ -11,21 +12,25 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
-#include <functional>
 #include <vector>
 
+#include "runtime/allocation_matcher.h"
+#include "runtime/clock.h"
 #include "runtime/counters.h"
 #include "runtime/device/device.h"
-#include "runtime/match_run.h"
+#include "runtime/allocation_matcher.h"
 #include "runtime/mutex.h"
 #include "runtime/options.h"
 #include "runtime/page_table.h"
 #include "runtime/policy.h"
 #include "runtime/region_table.h"
 #include "runtime/signal_ring.h"
+#include "runtime/start_step.h"
 #include "runtime/tick_engine.h"
 
 namespace kvtier {
@@ -48,13 +53,28 @@ class Runtime : public DeviceEvents {
   // Makes the device backend; gets the runtime's event sink and counters.
   using DeviceFactory =
       std::function<Result<std::unique_ptr<Device>>(DeviceEvents* events, Counters* counters)>;
-  // Builds a runtime on the device `make_device` returns (null: the
-  // data-backed simulated GPU with options.device_budget as its capacity).
-  // start_threads=false leaves the policy thread out, for tests that drive
-  // Tick() by hand.
-  static Result<std::unique_ptr<Runtime>> Create(const Options& options,
-                                                 const DeviceFactory& make_device,
-                                                 bool start_threads);
+  // Makes the policy KVTIER_POLICY names; nullptr for a name it does not know.
+  using PolicyFactory =
+      std::function<std::unique_ptr<Policy>(std::string_view name, const PolicySettings& settings)>;
+  // What a runtime is built from. Every part has a production default.
+  struct Parts {
+    // Null: the data-backed simulated GPU with options.device_budget as its
+    // capacity, and the disk tier when options.disk_budget > 0.
+    DeviceFactory device;
+    // Null: the policy registry (policies/registry.h).
+    PolicyFactory policy;
+    // Where signals are stamped and ticks read time; null: the monotonic
+    // clock. The policy thread's period is wall time whatever the clock.
+    const Clock* clock = nullptr;
+    // False leaves the policy thread out, for tests that drive Tick() by hand.
+    bool start_threads = true;
+    // A test seam: asked before each fallible step of start-up (start_step.h).
+    StartStepCheck check_step;
+  };
+  // Builds a runtime from `parts`. Fails when the policy, the device or the
+  // policy thread cannot be made; a disk tier or stats segment that cannot be
+  // made costs only that part (one warning).
+  static Result<std::unique_ptr<Runtime>> Create(const Options& options, Parts parts);
   ~Runtime() override;
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -91,12 +111,13 @@ class Runtime : public DeviceEvents {
   void OnDriverEviction(Region& region, uint32_t page) override;
 
  private:
-  Runtime(const Options& options, std::unique_ptr<Device> device);
+  Runtime(const Options& options, const Clock& clock);
   void PolicyLoop();
   // Logs a move the device refused (the first one; later ones are counted).
   void OnMoveFailed(Region& region, const Move& move, const Status& error);
 
   const Options options_;
+  const Clock& clock_;
   Counters counters_;
   std::unique_ptr<FaultEnv> fault_env_;  // KVTIER_DISK_FAULTS; null without; outlives store_
   std::unique_ptr<SpillStore> store_;  // the disk tier; null when KVTIER_DISK_BUDGET=0

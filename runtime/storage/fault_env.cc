@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/options.h"  // EchoValue
+#include "runtime/units.h"
 
 namespace kvtier {
 namespace {

@@ -10,8 +10,8 @@
 #include <cstdint>
 
 #include "runtime/log.h"
-#include "runtime/options.h"
 #include "runtime/storage/spill_batch.h"
+#include "runtime/units.h"
 
 namespace kvtier {
 

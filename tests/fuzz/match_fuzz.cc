@@ -1,4 +1,4 @@
-// Fuzz target: the KVTIER_MATCH grammar (runtime/match.cc, match_run.cc).
+// Fuzz target: the KVTIER_MATCH grammar (runtime/match.cc, allocation_matcher.cc).
 // The first line is the rule; every 8 bytes after it are one allocation
 // (size, caller library) decided in order. Any rule either parses or fails
 // with a message that shows the accepted form; Decide never crashes.
@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/match_run.h"
+#include "runtime/allocation_matcher.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

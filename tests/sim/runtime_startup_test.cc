@@ -33,7 +33,7 @@ TEST_F(RuntimeStartupTest, ADeviceThatCannotBeMadeFailsCreateAndPrintsNoSummary)
     return Status::Errorf("injected: no device");
   };
   ::testing::internal::CaptureStderr();
-  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), factory, true);
+  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), {.device = factory});
   const std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_FALSE(made.ok());
   EXPECT_NE(made.status().message().find("injected: no device"), std::string::npos)
@@ -46,7 +46,7 @@ TEST_F(RuntimeStartupTest, AnUnknownPolicyFailsCreateNamingIt) {
   ASSERT_TRUE(options.ok()) << options.status().message();
   Options o = options.value();
   o.policy = "no-such-policy";
-  Result<std::unique_ptr<Runtime>> made = Runtime::Create(o, nullptr, true);
+  Result<std::unique_ptr<Runtime>> made = Runtime::Create(o, {});
   ASSERT_FALSE(made.ok());
   EXPECT_NE(made.status().message().find("no-such-policy"), std::string::npos);
 }
@@ -57,7 +57,7 @@ TEST_F(RuntimeStartupTest, AnUnusableDiskDirectoryLeavesTheRuntimeWithoutADiskTi
                                          {"KVTIER_SHOW_STATS", "1"}});
   ASSERT_TRUE(options.ok()) << options.status().message();
   ::testing::internal::CaptureStderr();
-  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), nullptr, true);
+  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), {});
   std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(made.ok()) << made.status().message();
   EXPECT_NE(err.find("no disk tier: KVTIER_DISK_DIR=/proc/kvtier-no-such-dir"), std::string::npos)

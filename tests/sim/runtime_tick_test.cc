@@ -28,7 +28,7 @@ Result<std::unique_ptr<Runtime>> MakeRuntime(const char* tick_ms) {
     return it == values.end() ? nullptr : it->second.c_str();
   });
   if (!options.ok()) return options.status();
-  return Runtime::Create(options.value(), nullptr, true);
+  return Runtime::Create(options.value(), {});
 }
 
 TEST_F(RuntimeTickTest, ADriverEvictionTicksThePolicyBeforeItsPeriod) {

@@ -28,6 +28,7 @@
 #include "runtime/device/sim/sim_device.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"
+#include "runtime/units.h"
 #include "tests/sim/sim_disk_test_util.h"
 
 namespace kvtier::testing {
@@ -191,7 +192,7 @@ TEST_F(SimDiskTest, StressThroughTheRuntimeLosesNothing) {
     return it == values.end() ? nullptr : it->second.c_str();
   });
   ASSERT_TRUE(options.ok()) << options.status().message();
-  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), nullptr, true);
+  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), {});
   ASSERT_TRUE(made.ok()) << made.status().message();
   Runtime& rt = *made.value();
   const uint64_t bytes = StressRegionBytes();

@@ -275,7 +275,7 @@ TEST_F(SimDiskTest, APolicyTickSpillsItsPagesAsOneGroup) {
     if (!dev.ok()) return dev.status();
     return std::unique_ptr<Device>(std::move(dev).value());
   };
-  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), factory, false);
+  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), {.device = factory, .start_threads = false});
   ASSERT_TRUE(made.ok()) << made.status().message();
   Runtime& rt = *made.value();
   constexpr uint32_t kPages = 16;  // 4 MiB: 2 fit on the device, 4 on the host

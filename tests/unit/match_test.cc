@@ -61,8 +61,8 @@ TEST(MatchRule, ErrorsNameTheTermAndTheForm) {
 }  // namespace
 }  // namespace kvtier
 
-// The option table's default is the rule match_run.h documents and tests.
-#include "runtime/match_run.h"
+// The option table's default is the rule allocation_matcher.h documents and tests.
+#include "runtime/allocation_matcher.h"
 #include "runtime/options.h"
 
 namespace kvtier {

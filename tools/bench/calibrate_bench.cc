@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/options.h"
+#include "runtime/units.h"
 #include "tools/bench/bench_args.h"
 #include "tools/bench/calibrate.h"
 #include "tools/bench/hw_profile.h"

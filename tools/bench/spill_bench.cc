@@ -29,7 +29,7 @@
 
 #include "runtime/log.h"
 #include "runtime/mover.h"
-#include "runtime/options.h"
+#include "runtime/units.h"
 #include "tools/bench/bench_args.h"
 
 namespace kvtier::bench {

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "policies/cost_aware.h"
-#include "runtime/policy.h"
+#include "policies/registry.h"
 #include "tools/bench/kv_backends.h"
 
 namespace kvtier::bench {

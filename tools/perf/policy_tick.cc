@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "policies/registry.h"
 #include "runtime/clock.h"
 #include "runtime/device/device.h"
-#include "runtime/policy.h"
 #include "runtime/tick_engine.h"
 
 namespace kvtier {

@@ -45,7 +45,7 @@ Line Labeled(const char* label) {
 Line MoveLine(const char* label, uint64_t bytes, uint64_t pages, const std::optional<Rates>& rates,
               double Rates::*field) {
   Line line = Labeled(label);
-  line.Add(Fit(Bytes(bytes), 10, true) + " in " + Fit(std::to_string(pages), 9, true) +
+  line.Add(Fit(FormatBytesRounded(bytes), 10, true) + " in " + Fit(std::to_string(pages), 9, true) +
            " pages   ");
   line.Add(Fit(rates ? GBps((*rates).*field) : "-", 5, true) + " GB/s");
   return line;
@@ -129,7 +129,7 @@ std::vector<Line> DetailLines(const Process& process, const Model& model, const 
   Line config = Labeled("Config");
   config.Add("backend " + stats::FieldString(s.backend) + "  policy " +
              stats::FieldString(s.policy) + "  disk io " + stats::FieldString(s.disk_io) +
-             "  page " + Bytes(s.page_size));
+             "  page " + FormatBytesRounded(s.page_size));
   lines.push_back(config);
   Line times = Labeled("Started");
   const uint64_t up = s.update_time_ns > s.start_time_ns ? s.update_time_ns - s.start_time_ns : 0;
@@ -142,7 +142,7 @@ std::vector<Line> DetailLines(const Process& process, const Model& model, const 
   lines.push_back(times);
 
   // The same suffix width on the three meters keeps their bars aligned.
-  const std::string peak = "  peak " + Bytes(s.device_peak_bytes);
+  const std::string peak = "  peak " + FormatBytesRounded(s.device_peak_bytes);
   const int suffix = static_cast<int>(peak.size());
   lines.push_back(
       TierMeter("Device", 0, s.device_used_bytes, s.device_budget_bytes, o.width, peak));
@@ -159,7 +159,7 @@ std::vector<Line> DetailLines(const Process& process, const Model& model, const 
   lines.push_back(MoveLine("Restored", s.restored_bytes, s.restored_pages, r, &Rates::restore_bps));
 
   Line faults = Labeled("Faults");
-  faults.Add(std::to_string(s.faults) + " (" + Bytes(s.fault_bytes) + ", avg wait " +
+  faults.Add(std::to_string(s.faults) + " (" + FormatBytesRounded(s.fault_bytes) + ", avg wait " +
              Nanos(Average(s.fault_ns, s.faults)) + ")   " + (r ? Compact(r->faults_per_s) : "-") +
              "/s");
   lines.push_back(faults);
@@ -176,8 +176,8 @@ std::vector<Line> DetailLines(const Process& process, const Model& model, const 
   lines.push_back(errors);
 
   Line memory = Labeled("Memory");
-  memory.Add(std::to_string(s.regions) + " regions, " + Bytes(s.region_bytes) + "   plain device " +
-             Bytes(s.plain_device_bytes));
+  memory.Add(std::to_string(s.regions) + " regions, " + FormatBytesRounded(s.region_bytes) + "   plain device " +
+             FormatBytesRounded(s.plain_device_bytes));
   lines.push_back(memory);
   Line allocs = Labeled("Allocs");
   allocs.Add(std::to_string(s.allocations) + " seen, " + std::to_string(s.matched_allocations) +

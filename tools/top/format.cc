@@ -9,30 +9,9 @@
 namespace kvtier::top {
 namespace {
 
-constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
 constexpr char kShortUnits[] = "BKMGTPE";
 
 }  // namespace
-
-std::string Bytes(uint64_t bytes) {
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  double v = static_cast<double>(bytes);
-  int unit = 0;
-  // Move up a unit before rounding could print "1024 KiB".
-  while (v >= 999.5 && unit < 6) {
-    v /= 1024;
-    ++unit;
-  }
-  char buf[32];
-  if (v < 9.995) {
-    snprintf(buf, sizeof buf, "%.2f %s", v, kUnits[unit]);
-  } else if (v < 99.95) {
-    snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[unit]);
-  } else {
-    snprintf(buf, sizeof buf, "%.0f %s", v, kUnits[unit]);
-  }
-  return buf;
-}
 
 std::string CompactBytes(uint64_t bytes) {
   if (bytes == 0) return "0";

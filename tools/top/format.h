@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/units.h"  // FormatBytesRounded: sizes in the views
+
 namespace kvtier::top {
 
-// Binary units with three significant digits: "0 B", "512 KiB", "1.50 GiB".
-std::string Bytes(uint64_t bytes);
 // At most 4 characters for table cells: "0", "512K", "1.5G", "80G", "1.0T".
 std::string CompactBytes(uint64_t bytes);
 // Decimal GB/s in at most 5 characters: "0.00", "12.3", "1234".

@@ -177,7 +177,7 @@ Line TierMeter(const char* label, uint8_t tier, uint64_t used, uint64_t budget, 
   Line line;
   line.Add(Fit(label, kLabelWidth), Style::kLabel);
   const std::string figures =
-      Bytes(used) + " / " + (budget == 0 ? std::string("none") : Bytes(budget));
+      FormatBytesRounded(used) + " / " + (budget == 0 ? std::string("none") : FormatBytesRounded(budget));
   // Past 60 characters a longer bar says nothing more.
   const int bar =
       std::clamp(width - kLabelWidth - 3 - 21 - static_cast<int>(suffix.size()), 10, 60);

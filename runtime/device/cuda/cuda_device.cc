@@ -13,6 +13,7 @@
 #include "runtime/device/cuda/driver_api.h"
 #include "runtime/device/cuda/uvm_device.h"
 #include "runtime/log.h"
+#include "runtime/units.h"
 
 namespace kvtier {
 

@@ -7,7 +7,7 @@
 #include "runtime/clock.h"
 #include "runtime/device/cuda/uvm_region.h"
 #include "runtime/log.h"
-#include "runtime/options.h"
+#include "runtime/units.h"
 
 namespace kvtier::cuda {
 

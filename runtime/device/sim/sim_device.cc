@@ -29,14 +29,18 @@ Result<std::unique_ptr<SimDevice>> SimDevice::Create(const SimDeviceConfig& conf
     return Status::Errorf("simulated GPU: %d fault threads (accepted: 1..16)",
                           config.fault_threads);
   }
-  Result<UserFaultFd> uffd = UserFaultFd::Open();
+  const Status opened = CheckStartStep(config.check_step, "userfaultfd");
+  Result<UserFaultFd> uffd = opened.ok() ? UserFaultFd::Open() : Result<UserFaultFd>(opened);
   if (!uffd.ok()) return uffd.status().Annotate("simulated GPU");
+  if (Status s = CheckStartStep(config.check_step, "eventfd"); !s.ok()) {
+    return s.Annotate("simulated GPU: eventfd");
+  }
   const int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (stop_fd < 0) {
     return Status::Errorf("simulated GPU: eventfd failed: %s", strerror(errno));
   }
   std::unique_ptr<SimDevice> device(new SimDevice(config, std::move(uffd).value(), stop_fd));
-  Status started = device->StartThreads(config.fault_threads);
+  Status started = device->StartThreads(config.fault_threads, config.check_step);
   if (!started.ok()) return started.Annotate("simulated GPU");
   Log(1, "simulated GPU: capacity %llu bytes, %d fault threads, userfaultfd from %s, disk tier %s",
       static_cast<unsigned long long>(config.capacity_bytes), config.fault_threads,

@@ -65,6 +65,7 @@
 #include "runtime/device/sim/resident_list.h"
 #include "runtime/device/sim/uffd.h"
 #include "runtime/mutex.h"
+#include "runtime/start_step.h"
 #include "runtime/storage/spill_batch.h"
 #include "runtime/storage/spill_store.h"
 
@@ -83,6 +84,8 @@ struct SimDeviceConfig {
   // The disk tier; null: none (Spill fails). Must outlive the device, and
   // should share `counters` (it keeps the disk gauges).
   SpillStore* store = nullptr;
+  // A test seam: asked before each fallible step of Create (start_step.h).
+  StartStepCheck check_step;
 };
 
 // Per-region backend state (Region::backend points here).
@@ -148,7 +151,7 @@ class SimDevice final : public Device {
   };
 
   SimDevice(const SimDeviceConfig& config, UserFaultFd uffd, int stop_fd);
-  Status StartThreads(int count);
+  Status StartThreads(int count, const StartStepCheck& check);
   void StopThreads();
   void FaultLoop();
   void HandleFault(const uffd_msg& msg, Clock::time_point read_at);

@@ -27,7 +27,7 @@ size_t BasePage() {
 
 }  // namespace
 
-Status SimDevice::StartThreads(int count) {
+Status SimDevice::StartThreads(int count, const StartStepCheck& check) {
   // The threads start with every asynchronous signal blocked: an engine
   // signal handler that ran on a fault thread and touched a non-resident page
   // would wait on that very thread forever. Synchronous signals stay open so
@@ -38,8 +38,10 @@ Status SimDevice::StartThreads(int count) {
   pthread_sigmask(SIG_SETMASK, &all, &old);
   Status status;
   try {
-    for (int i = 0; i < count; ++i) {
-      threads_.push_back(std::make_unique<std::thread>([this] { FaultLoop(); }));
+    for (int i = 0; i < count && status.ok(); ++i) {
+      // Asked before the last thread: a failure then leaves the others running.
+      if (i == count - 1) status = CheckStartStep(check, "fault threads");
+      if (status.ok()) threads_.push_back(std::make_unique<std::thread>([this] { FaultLoop(); }));
     }
   } catch (const std::system_error& e) {
     status = Status::Errorf("starting fault thread %zu of %d failed: %s", threads_.size() + 1,

@@ -1,6 +1,6 @@
-// SimGpu, PlainAllocations and the simulated error table on their own (no
+// SimCudaRuntime, PlainAllocations and the simulated error table on their own (no
 // preload, no runtime).
-#include "interpose/sim_gpu.h"
+#include "interpose/sim_cudart.h"
 
 #include <gtest/gtest.h>
 
@@ -52,8 +52,8 @@ TEST(InterposePlainAllocations, ReserveNeverExceedsTheLimitUnderContention) {
   EXPECT_FALSE(t.Reserve(UINT64_MAX, UINT64_MAX));
 }
 
-TEST(InterposeSimGpu, AllocationsAreAlignedAndFitTheDevice) {
-  SimGpu gpu("sim test", 8 * kMiB);
+TEST(InterposeSimCudaRuntime, AllocationsAreAlignedAndFitTheDevice) {
+  SimCudaRuntime gpu("sim test", 8 * kMiB);
   void *p = nullptr, *q = nullptr, *r = nullptr;
   ASSERT_EQ(gpu.Alloc(3 * kMiB + 5, 0, &p), cudaSuccess);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 256, 0u);
@@ -70,8 +70,8 @@ TEST(InterposeSimGpu, AllocationsAreAlignedAndFitTheDevice) {
   EXPECT_EQ(gpu.memory().bytes(), 0u);
 }
 
-TEST(InterposeSimGpu, StreamsAreDistinctUntilDestroyed) {
-  SimGpu gpu("sim test", kMiB);
+TEST(InterposeSimCudaRuntime, StreamsAreDistinctUntilDestroyed) {
+  SimCudaRuntime gpu("sim test", kMiB);
   cudaStream_t a = nullptr, b = nullptr;
   ASSERT_EQ(gpu.CreateStream(0, 0, &a), cudaSuccess);
   ASSERT_EQ(gpu.CreateStream(cudaStreamNonBlocking, -2, &b), cudaSuccess);
@@ -88,8 +88,8 @@ TEST(InterposeSimGpu, StreamsAreDistinctUntilDestroyed) {
   EXPECT_EQ(gpu.DestroyStream(nullptr), cudaErrorInvalidResourceHandle);
 }
 
-TEST(InterposeSimGpu, EventsTimeWhatWasRecorded) {
-  SimGpu gpu("sim test", kMiB);
+TEST(InterposeSimCudaRuntime, EventsTimeWhatWasRecorded) {
+  SimCudaRuntime gpu("sim test", kMiB);
   cudaEvent_t a, b, untimed;
   ASSERT_EQ(gpu.CreateEvent(cudaEventDefault, &a), cudaSuccess);
   ASSERT_EQ(gpu.CreateEvent(cudaEventBlockingSync, &b), cudaSuccess);
@@ -111,8 +111,8 @@ TEST(InterposeSimGpu, EventsTimeWhatWasRecorded) {
   EXPECT_EQ(gpu.CheckEvent(b), cudaSuccess);
 }
 
-TEST(InterposeSimGpu, PropertiesAndAttributesAgree) {
-  SimGpu gpu("kvtier simulated GPU", 80 * (uint64_t{1} << 30));
+TEST(InterposeSimCudaRuntime, PropertiesAndAttributesAgree) {
+  SimCudaRuntime gpu("kvtier simulated GPU", 80 * (uint64_t{1} << 30));
   cudaDeviceProp p;
   gpu.Properties(&p);
   EXPECT_STREQ(p.name, "kvtier simulated GPU");
@@ -124,7 +124,7 @@ TEST(InterposeSimGpu, PropertiesAndAttributesAgree) {
   EXPECT_EQ(v, 1);
   EXPECT_EQ(gpu.Attribute(cudaDevAttrMax, &v), cudaErrorInvalidValue);
   EXPECT_EQ(gpu.Attribute(cudaDevAttrWarpSize, nullptr), cudaErrorInvalidValue);
-  SimGpu long_name(std::string(400, 'x'), 1);
+  SimCudaRuntime long_name(std::string(400, 'x'), 1);
   long_name.Properties(&p);
   EXPECT_EQ(strlen(p.name), sizeof p.name - 1);
 }

@@ -1,5 +1,6 @@
-// SimGpu: the simulated CUDA device behind the runtime API hooks
-// (KVTIER_BACKEND=sim).
+// SimCudaRuntime: the simulated CUDA runtime behind the runtime API hooks
+// (KVTIER_BACKEND=sim). Not the simulated GPU that backs tiered regions with
+// userfaultfd (runtime/device/sim): this one answers the CUDA calls themselves.
 //
 // One device (ordinal 0) whose memory is host memory: plain allocations are
 // 256-byte-aligned heap blocks (1 MiB and up: anonymous mappings, committed
@@ -23,11 +24,11 @@
 
 namespace kvtier::interpose {
 
-class SimGpu {
+class SimCudaRuntime {
  public:
-  SimGpu(std::string name, uint64_t total_bytes);
-  SimGpu(const SimGpu&) = delete;
-  SimGpu& operator=(const SimGpu&) = delete;
+  SimCudaRuntime(std::string name, uint64_t total_bytes);
+  SimCudaRuntime(const SimCudaRuntime&) = delete;
+  SimCudaRuntime& operator=(const SimCudaRuntime&) = delete;
 
   const std::string& name() const { return name_; }
   uint64_t total_bytes() const { return total_bytes_; }

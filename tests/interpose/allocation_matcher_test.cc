@@ -1,8 +1,8 @@
-// AllocationMatcher (runtime/match_run.h): the grammar, table-driven, with
+// AllocationMatcher (runtime/allocation_matcher.h): the grammar, table-driven, with
 // its errors; and the proposed default against vLLM's and llama.cpp's
 // allocation sequences (alloc_sequences.h): every KV allocation that can be
 // known as one is tiered, and no weight ever is.
-#include "runtime/match_run.h"
+#include "runtime/allocation_matcher.h"
 
 #include <gtest/gtest.h>
 
@@ -27,7 +27,7 @@ struct Case {
   std::string expected;  // one character per allocation: T tiered, . plain
 };
 
-TEST(MatchRun, GrammarTable) {
+TEST(AllocationMatcher, GrammarTable) {
   const Case cases[] = {
       {"size>=64M", {{64 * kMiB, ""}, {63 * kMiB, ""}}, "T."},
       {"run>=2", {{8, ""}, {8, ""}, {8, ""}, {9, ""}, {8, ""}}, ".TT.."},
@@ -57,7 +57,7 @@ TEST(MatchRun, GrammarTable) {
   }
 }
 
-TEST(MatchRun, DecisionSaysWhichAlternativeAndRun) {
+TEST(AllocationMatcher, DecisionSaysWhichAlternativeAndRun) {
   auto m = AllocationMatcher::Parse("size<2;size>=8,run>=2");
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m.value().alternatives(), 2u);
@@ -70,7 +70,7 @@ TEST(MatchRun, DecisionSaysWhichAlternativeAndRun) {
   EXPECT_EQ(m.value().Decide(1, 2, "").alternative, 0);
 }
 
-TEST(MatchRun, BadRulesSayWhatIsWrongAndWhatIsAccepted) {
+TEST(AllocationMatcher, BadRulesSayWhatIsWrongAndWhatIsAccepted) {
   const std::pair<const char*, const char*> bad[] = {
       {"", "empty match rule"},        {"size>=1M;", "empty alternative"},
       {"run>2", "run takes >="},       {"run>=1", "at least 2"},
@@ -109,7 +109,7 @@ Tally Replay(const char* rule, const std::vector<replay::Step>& steps, const cha
   return t;
 }
 
-TEST(MatchRun, DefaultCatchesVllmKvAndNoWeights) {
+TEST(AllocationMatcher, DefaultCatchesVllmKvAndNoWeights) {
   for (uint64_t kv : {64 * kMiB, 256 * kMiB, uint64_t{1050673152}, 2048 * kMiB}) {
     Tally t =
         Replay(kDefaultRule, replay::VllmLike(32, kv), "/usr/lib/python3/torch/lib/libc10_cuda.so");
@@ -121,7 +121,7 @@ TEST(MatchRun, DefaultCatchesVllmKvAndNoWeights) {
   }
 }
 
-TEST(MatchRun, SizeAloneCatchesVllmWeights) {
+TEST(AllocationMatcher, SizeAloneCatchesVllmWeights) {
   // Why the default is not a size threshold: any threshold that catches a
   // 256 MiB KV tensor catches the 1 GiB embedding and lm_head too.
   Tally t = Replay("size>=64M", replay::VllmLike(32, 256 * kMiB), "libc10_cuda.so");
@@ -129,7 +129,7 @@ TEST(MatchRun, SizeAloneCatchesVllmWeights) {
   EXPECT_GT(t.Tiered(Role::kWeight), 60);
 }
 
-TEST(MatchRun, DefaultCatchesLlamaCppKvOnly) {
+TEST(AllocationMatcher, DefaultCatchesLlamaCppKvOnly) {
   Tally t =
       Replay(kDefaultRule, replay::LlamaCppLike(), "/opt/llama.cpp/build/bin/libggml-cuda.so");
   EXPECT_EQ(t.Tiered(Role::kKv), 1);
@@ -138,7 +138,7 @@ TEST(MatchRun, DefaultCatchesLlamaCppKvOnly) {
   EXPECT_EQ(t.Tiered(Role::kScratch), 0);
 }
 
-TEST(MatchRun, EachEnginesAlternativeLeavesTheOtherAlone) {
+TEST(AllocationMatcher, EachEnginesAlternativeLeavesTheOtherAlone) {
   // llama.cpp's sequence from PyTorch's allocator: no run, no ggml library.
   Tally t = Replay(kDefaultRule, replay::LlamaCppLike(), "libc10_cuda.so");
   for (int r = 0; r < 5; ++r) EXPECT_EQ(t.tiered[r], 0) << replay::RoleName(static_cast<Role>(r));

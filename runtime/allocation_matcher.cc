@@ -1,9 +1,9 @@
-// AllocationMatcher: parser and evaluator (grammar in match_run.h).
-#include "runtime/match_run.h"
+// AllocationMatcher: parser and evaluator (grammar in allocation_matcher.h).
+#include "runtime/allocation_matcher.h"
 
 #include <charconv>
 
-#include "runtime/options.h"  // EchoValue
+#include "runtime/units.h"
 
 namespace kvtier {
 namespace {

@@ -1,5 +1,5 @@
-// SimGpu: see sim_gpu.h.
-#include "interpose/sim_gpu.h"
+// SimCudaRuntime: see sim_cudart.h.
+#include "interpose/sim_cudart.h"
 
 #include <sys/mman.h>
 
@@ -29,10 +29,10 @@ bool SpecialStream(cudaStream_t s) {
 
 }  // namespace
 
-SimGpu::SimGpu(std::string name, uint64_t total_bytes)
+SimCudaRuntime::SimCudaRuntime(std::string name, uint64_t total_bytes)
     : name_(std::move(name)), total_bytes_(total_bytes), next_handle_(kFirstHandle) {}
 
-cudaError_t SimGpu::Alloc(size_t bytes, uint64_t reserved, void** out) {
+cudaError_t SimCudaRuntime::Alloc(size_t bytes, uint64_t reserved, void** out) {
   uint64_t limit = reserved < total_bytes_ ? total_bytes_ - reserved : 0;
   if (!memory_.Reserve(bytes, limit)) return cudaErrorMemoryAllocation;
   size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
@@ -54,7 +54,7 @@ cudaError_t SimGpu::Alloc(size_t bytes, uint64_t reserved, void** out) {
   return cudaSuccess;
 }
 
-size_t SimGpu::Free(void* ptr) {
+size_t SimCudaRuntime::Free(void* ptr) {
   size_t bytes = memory_.Remove(ptr);
   if (bytes == 0) return 0;
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
@@ -66,7 +66,7 @@ size_t SimGpu::Free(void* ptr) {
   return bytes;
 }
 
-cudaError_t SimGpu::CreateStream(unsigned flags, int priority, cudaStream_t* out) {
+cudaError_t SimCudaRuntime::CreateStream(unsigned flags, int priority, cudaStream_t* out) {
   if (out == nullptr || (flags & ~unsigned{cudaStreamNonBlocking}) != 0)
     return cudaErrorInvalidValue;
   MutexLock lock(&mu_);
@@ -77,19 +77,19 @@ cudaError_t SimGpu::CreateStream(unsigned flags, int priority, cudaStream_t* out
   return cudaSuccess;
 }
 
-cudaError_t SimGpu::DestroyStream(cudaStream_t stream) {
+cudaError_t SimCudaRuntime::DestroyStream(cudaStream_t stream) {
   MutexLock lock(&mu_);
   return streams_.erase(reinterpret_cast<uintptr_t>(stream)) ? cudaSuccess
                                                              : cudaErrorInvalidResourceHandle;
 }
 
-bool SimGpu::ValidStream(cudaStream_t stream) const {
+bool SimCudaRuntime::ValidStream(cudaStream_t stream) const {
   if (SpecialStream(stream)) return true;
   MutexLock lock(&mu_);
   return streams_.count(reinterpret_cast<uintptr_t>(stream)) != 0;
 }
 
-cudaError_t SimGpu::CreateEvent(unsigned flags, cudaEvent_t* out) {
+cudaError_t SimCudaRuntime::CreateEvent(unsigned flags, cudaEvent_t* out) {
   if (out == nullptr || (flags & ~kEventFlags) != 0) return cudaErrorInvalidValue;
   // An interprocess event must also disable timing (as in libcudart).
   if ((flags & cudaEventInterprocess) && !(flags & cudaEventDisableTiming))
@@ -102,13 +102,13 @@ cudaError_t SimGpu::CreateEvent(unsigned flags, cudaEvent_t* out) {
   return cudaSuccess;
 }
 
-cudaError_t SimGpu::DestroyEvent(cudaEvent_t event) {
+cudaError_t SimCudaRuntime::DestroyEvent(cudaEvent_t event) {
   MutexLock lock(&mu_);
   return events_.erase(reinterpret_cast<uintptr_t>(event)) ? cudaSuccess
                                                            : cudaErrorInvalidResourceHandle;
 }
 
-cudaError_t SimGpu::RecordEvent(cudaEvent_t event, cudaStream_t stream, uint64_t now_ns) {
+cudaError_t SimCudaRuntime::RecordEvent(cudaEvent_t event, cudaStream_t stream, uint64_t now_ns) {
   if (!ValidStream(stream)) return cudaErrorInvalidResourceHandle;
   MutexLock lock(&mu_);
   auto it = events_.find(reinterpret_cast<uintptr_t>(event));
@@ -118,13 +118,13 @@ cudaError_t SimGpu::RecordEvent(cudaEvent_t event, cudaStream_t stream, uint64_t
   return cudaSuccess;
 }
 
-cudaError_t SimGpu::CheckEvent(cudaEvent_t event) const {
+cudaError_t SimCudaRuntime::CheckEvent(cudaEvent_t event) const {
   MutexLock lock(&mu_);
   return events_.count(reinterpret_cast<uintptr_t>(event)) ? cudaSuccess
                                                            : cudaErrorInvalidResourceHandle;
 }
 
-cudaError_t SimGpu::ElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) const {
+cudaError_t SimCudaRuntime::ElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) const {
   if (ms == nullptr) return cudaErrorInvalidValue;
   MutexLock lock(&mu_);
   auto a = events_.find(reinterpret_cast<uintptr_t>(start));
@@ -139,7 +139,7 @@ cudaError_t SimGpu::ElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) c
   return cudaSuccess;
 }
 
-void SimGpu::Properties(cudaDeviceProp* p) const {
+void SimCudaRuntime::Properties(cudaDeviceProp* p) const {
   memset(p, 0, sizeof *p);
   strncpy(p->name, name_.c_str(), sizeof p->name - 1);
   memcpy(p->uuid.bytes, "kvtier-sim-gpu-0", sizeof p->uuid.bytes);
@@ -191,7 +191,7 @@ void SimGpu::Properties(cudaDeviceProp* p) const {
   p->hostNumaId = -1;
 }
 
-cudaError_t SimGpu::Attribute(int attr, int* value) const {
+cudaError_t SimCudaRuntime::Attribute(int attr, int* value) const {
   if (value == nullptr || attr < 1 || attr >= cudaDevAttrMax) return cudaErrorInvalidValue;
   cudaDeviceProp p;
   Properties(&p);
@@ -303,12 +303,12 @@ cudaError_t SimGpu::Attribute(int attr, int* value) const {
   return cudaSuccess;
 }
 
-void SimGpu::LockForFork() {
+void SimCudaRuntime::LockForFork() {
   mu_.Lock();
   memory_.LockForFork();
 }
 
-void SimGpu::UnlockAfterFork() {
+void SimCudaRuntime::UnlockAfterFork() {
   memory_.UnlockAfterFork();
   mu_.Unlock();
 }

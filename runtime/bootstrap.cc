@@ -1,0 +1,132 @@
+// The process's runtime: its options, the backend choice, the one instance
+// and what fork and exit do to it (Runtime::Get and Runtime::ProcessOptions,
+// see runtime.h). Everything else about a runtime is in runtime.cc.
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "runtime/allocation_matcher.h"
+#include "runtime/log.h"
+#include "runtime/mutex.h"
+#include "runtime/options.h"
+#include "runtime/runtime.h"
+#include "runtime/storage/fault_env.h"
+#include "runtime/units.h"
+#ifdef KVTIER_HAVE_CUDA
+#include "runtime/device/cuda/cuda_device.h"
+#endif
+
+namespace kvtier {
+namespace {
+
+// Process-wide instance. Not destroyed at exit: engine threads and static
+// destructors may still touch tiered memory, so the fault handlers must live
+// until the process is gone. A fork child starts without one.
+Mutex g_init_mu;
+std::atomic<Runtime*> g_runtime{nullptr};
+std::atomic<bool> g_init_done{false};
+
+void ShutdownAtExit() {
+  if (Runtime* rt = g_runtime.load(std::memory_order_acquire)) rt->Shutdown();
+}
+
+void ResetInChild() {
+  // The parent's threads do not exist here and its userfaultfd registrations
+  // were dropped by fork; the child builds its own runtime if it uses CUDA.
+  // The parent's instance is leaked: a parent thread may have held one of its
+  // locks at fork time.
+  if (Runtime* parent = g_runtime.load(std::memory_order_relaxed)) parent->device().AfterForkInChild();
+  g_runtime.store(nullptr, std::memory_order_relaxed);
+  g_init_done.store(false, std::memory_order_relaxed);
+  new (&g_init_mu) Mutex();
+}
+
+// The runtime of KVTIER_BACKEND=sim: the data-backed simulated GPU, sized by
+// KVTIER_DEVICE_BUDGET or nine tenths of the simulated device's memory.
+Runtime* StartSim(const Options& options) {
+  Options effective = options;
+  if (effective.device_budget == 0) effective.device_budget = effective.sim_device_memory / 10 * 9;
+  Runtime::Parts parts;
+  auto created = Runtime::Create(effective, std::move(parts));
+  if (created.ok()) return created.value().release();
+  Log(0, "cannot start the simulated GPU: %s; running without kvtier",
+      created.status().message().c_str());
+  return nullptr;
+}
+
+// The runtime of KVTIER_BACKEND=auto|cuda: the CUDA backend, or none (every
+// call passes through) when no GPU answers.
+Runtime* StartCuda(const Options& options) {
+#ifdef KVTIER_HAVE_CUDA
+  Runtime::Parts parts;
+  parts.device = [&options](DeviceEvents* events, Counters* counters) {
+    return MakeCudaDevice(options, events, counters);
+  };
+  auto created = Runtime::Create(options, std::move(parts));
+  if (!created.ok()) {
+    // No usable GPU: every call passes through, and the program sees the
+    // CUDA runtime's own error codes.
+    Log(1, "KVTIER_BACKEND=%s: %s; passing every call through", options.backend.c_str(),
+        created.status().message().c_str());
+    return nullptr;
+  }
+  if (options.disk_budget > 0) {
+    Log(0, "KVTIER_DISK_BUDGET=%s is ignored: the CUDA backend has no disk tier yet (pages "
+        "stay in device and host memory; the simulated GPU has one)",
+        FormatBytes(options.disk_budget).c_str());
+  }
+  return created.value().release();
+#else
+  Log(1, "KVTIER_BACKEND=%s: this build has no CUDA backend; passing every call through",
+      options.backend.c_str());
+  return nullptr;
+#endif
+}
+
+}  // namespace
+
+const Options& Runtime::ProcessOptions() {
+  static const Options options = [] {
+    Result<Options> parsed = ParseOptions(ProcessEnv());
+    Status status = parsed.status();
+    if (status.ok()) {
+      Result<AllocationMatcher> match = AllocationMatcher::Parse(parsed.value().match);
+      if (!match.ok()) {
+        status = Status::Error("KVTIER_MATCH=" + EchoValue(parsed.value().match) + ": " +
+                               match.status().message());
+      }
+    }
+    if (status.ok()) status = ParseFaultSpec(parsed.value().disk_faults).status();
+    if (!status.ok()) {
+      // A configuration error stops the process at start: one line, exit 2.
+      Log(0, "%s", status.message().c_str());
+      _exit(2);
+    }
+    g_log_level.store(static_cast<int>(parsed.value().verbose), std::memory_order_relaxed);
+    pthread_atfork(nullptr, nullptr, ResetInChild);
+    return std::move(parsed).value();
+  }();
+  return options;
+}
+
+Runtime* Runtime::Get() {
+  if (g_init_done.load(std::memory_order_acquire)) return g_runtime.load(std::memory_order_acquire);
+  MutexLock lock(&g_init_mu);
+  if (g_init_done.load(std::memory_order_relaxed)) return g_runtime.load(std::memory_order_relaxed);
+  const Options& options = ProcessOptions();
+  Runtime* rt = nullptr;
+  if (options.backend == "sim") {
+    rt = StartSim(options);
+  } else if (options.backend != "off") {
+    rt = StartCuda(options);
+  }
+  g_runtime.store(rt, std::memory_order_release);
+  g_init_done.store(true, std::memory_order_release);
+  if (rt) atexit(ShutdownAtExit);
+  return rt;
+}
+
+}  // namespace kvtier
