@@ -1,11 +1,15 @@
-// Clock: where the tick engine and the mover read time, and MonotonicNs,
-// kvtier's one reading of the monotonic clock (the runtime's signal times,
-// the CUDA backend, the launch scan, the simulated CUDA runtime's events and
-// the storage Env all use it; none keeps a clock of its own).
+// Clock: where the runtime, the tick engine and the mover read time, and
+// MonotonicNs, kvtier's one reading of the monotonic clock (the CUDA backend,
+// the launch scan, the simulated CUDA runtime's events and the storage Env
+// use it; none keeps a clock of its own).
 //
-// Production code reads the monotonic clock; tests hand in a ManualClock and
-// kvtier-bench the virtual clock of its model device, so the same tick and
-// mover code runs on wall time, on a test's time and on simulated time.
+// Production code reads the monotonic clock; tests hand in a ManualClock
+// (Runtime::Parts::clock stamps signals and times ticks) and kvtier-bench the
+// virtual clock of its model device, so the same runtime, tick and mover code
+// runs on wall time, on a test's time and on simulated time. Two readings
+// stay on wall time by design: the policy thread's period (a condition
+// variable's deadline) and what a tick costs (policy_ns: CPU spent, whatever
+// the clock says).
 // Thread-safety: NowNs is safe from any thread on every implementation.
 #pragma once
 

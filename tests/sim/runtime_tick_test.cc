@@ -2,14 +2,18 @@
 // and at once when the device had to evict a page itself (it was full at a
 // fault), so the policy makes room before the next fault waits on an
 // eviction too, and when the engine waits on a page from the host, so the
-// rest of its group comes back in bulk.
+// rest of its group comes back in bulk. Signals carry the time of the clock
+// the runtime was given.
 #include <chrono>
 #include <cstring>
 #include <map>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "runtime/clock.h"
 #include "runtime/options.h"
+#include "runtime/policy.h"
 #include "runtime/runtime.h"
 #include "tests/sim/sim_test_util.h"
 
@@ -18,7 +22,7 @@ namespace {
 
 using RuntimeTickTest = SimDeviceTest;  // its SetUp skips without userfaultfd
 
-Result<std::unique_ptr<Runtime>> MakeRuntime(const char* tick_ms) {
+Result<std::unique_ptr<Runtime>> MakeRuntime(const char* tick_ms, Runtime::Parts parts = {}) {
   const std::map<std::string, std::string> values = {
       {"KVTIER_DEVICE_BUDGET", "1M"}, {"KVTIER_HOST_BUDGET", "16M"},
       {"KVTIER_PAGE_SIZE", "64K"},    {"KVTIER_TICK_MS", tick_ms},
@@ -28,7 +32,53 @@ Result<std::unique_ptr<Runtime>> MakeRuntime(const char* tick_ms) {
     return it == values.end() ? nullptr : it->second.c_str();
   });
   if (!options.ok()) return options.status();
-  return Runtime::Create(options.value(), {});
+  return Runtime::Create(options.value(), std::move(parts));
+}
+
+// A policy that keeps the signals it is shown and decides nothing.
+class RecordingPolicy final : public Policy {
+ public:
+  explicit RecordingPolicy(std::vector<Signal>* seen) : seen_(seen) {}
+  const char* name() const override { return "recording"; }
+  void OnSignal(const Signal& signal, const Region&) override { seen_->push_back(signal); }
+  void Decide(const PolicyView&, Decisions*) override {}
+
+ private:
+  std::vector<Signal>* seen_;
+};
+
+TEST_F(RuntimeTickTest, SignalsCarryTheTimeOfTheRuntimesClock) {
+  ManualClock clock(7'000'000'000);
+  std::vector<Signal> seen;
+  std::string asked_for;
+  Runtime::Parts parts;
+  parts.policy = [&](std::string_view name, const PolicySettings&) -> std::unique_ptr<Policy> {
+    asked_for = std::string(name);
+    return std::make_unique<RecordingPolicy>(&seen);
+  };
+  parts.clock = &clock;
+  parts.start_threads = false;  // ticks by hand
+  Result<std::unique_ptr<Runtime>> made = MakeRuntime("1000", std::move(parts));
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  Runtime& rt = *made.value();
+  EXPECT_EQ(asked_for, rt.options().policy);
+
+  constexpr size_t kPage = 64 << 10;
+  Result<void*> base = rt.CreateRegion(4 * kPage, nullptr);
+  ASSERT_TRUE(base.ok()) << base.status().message();
+  auto* bytes = static_cast<uint8_t*>(base.value());
+  ASSERT_TRUE(rt.Hint(bytes, kPage, SignalKind::kCold).ok());
+  clock.Advance(1'000'000'000);
+  bytes[2 * kPage] = 1;  // a first touch: a fault on page 2
+  rt.Tick();
+
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].kind, SignalKind::kCold);
+  EXPECT_EQ(seen[0].time_ns, 7'000'000'000u);
+  EXPECT_EQ(seen[1].kind, SignalKind::kFault);
+  EXPECT_EQ(seen[1].page, 2u);
+  EXPECT_EQ(seen[1].time_ns, 8'000'000'000u);
+  EXPECT_TRUE(rt.FreeRegion(base.value()));
 }
 
 TEST_F(RuntimeTickTest, ADriverEvictionTicksThePolicyBeforeItsPeriod) {
