@@ -86,8 +86,8 @@ TEST(Calibrate, RefusesBadArgumentsWithExitTwo) {
     std::vector<std::string> args;
     const char* says;
   } cases[] = {
-      {{"--gpu", "maybe"}, "--gpu=maybe: use auto, on or off"},
-      {{"--size", "1M"}, "--size=1M: at least 32M"},
+      {{"--gpu", "maybe"}, "--gpu=maybe: use one of auto, on, off"},
+      {{"--size", "1M"}, "--size=1M: at least 32 MiB"},
       {{"--size", "lots"}, "--size=lots"},
       {{"--base", "no-such-profile"}, "--base"},
       {{"--frobnicate", "1"}, "unknown option --frobnicate"},

@@ -51,58 +51,26 @@ struct CalibrateArgs {
   uint64_t gpu_bytes = uint64_t{1} << 30;
 };
 
-int ParseArgs(int argc, char** argv, CalibrateArgs* a) {
+// Parses the options into *a: true to run on; false with *exit_code set
+// (0 after --help, 2 after an error).
+bool ParseArgs(int argc, char** argv, CalibrateArgs* a, int* exit_code) {
   a->ssd.size = uint64_t{1} << 30;
   a->ssd.rounds = 3;
   a->ssd.samples = 64;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      fputs(kUsage, stdout);
-      return 1;
-    }
-    std::string value;
-    if (!FlagValue(argc, argv, &i, &arg, &value)) {
-      fprintf(stderr, "kvtier-bench calibrate: %s needs a value\n", arg.c_str());
-      return 2;
-    }
-    auto size = [&](uint64_t* out) {
-      Result<uint64_t> r = ParseSize(value);
-      if (r.ok() && r.value() >= 16 * a->ssd.page) {
-        *out = r.value() / a->ssd.page * a->ssd.page;
-        return true;
-      }
-      fprintf(stderr, "kvtier-bench calibrate: %s=%s: %s\n", arg.c_str(), value.c_str(),
-              r.ok() ? "at least 32M" : r.status().message().c_str());
-      return false;
-    };
-    bool ok = true;
-    if (arg == "--base") {
-      a->base = value;
-    } else if (arg == "--name") {
-      a->name = value;
-    } else if (arg == "--out") {
-      a->out = value;
-    } else if (arg == "--dir") {
-      a->ssd.dir = value;
-    } else if (arg == "--size") {
-      ok = size(&a->ssd.size);
-    } else if (arg == "--gpu-size") {
-      ok = size(&a->gpu_bytes);
-    } else if (arg == "--gpu") {
-      a->gpu = value;
-      ok = value == "auto" || value == "on" || value == "off";
-      if (!ok) fprintf(stderr, "kvtier-bench calibrate: --gpu=%s: use auto, on or off\n", value.c_str());
-    } else {
-      fprintf(stderr, "kvtier-bench calibrate: unknown option %s\n", arg.c_str());
-      ok = false;
-    }
-    if (!ok || value.empty()) {
-      if (ok) fprintf(stderr, "kvtier-bench calibrate: %s needs a value\n", arg.c_str());
-      return 2;
-    }
-  }
-  return 0;
+  const uint64_t min_size = 16 * a->ssd.page;
+  Flags flags("calibrate");
+  flags.Text("--base", &a->base)
+      .Text("--name", &a->name)
+      .Text("--out", &a->out)
+      .Text("--dir", &a->ssd.dir)
+      .Size("--size", &a->ssd.size, min_size)
+      .Size("--gpu-size", &a->gpu_bytes, min_size)
+      .Choice("--gpu", &a->gpu, {"auto", "on", "off"});
+  if (!flags.ParseOrExit(argc, argv, kUsage, exit_code)) return false;
+  // Whole requests of the SSD test (2 MiB each).
+  a->ssd.size = a->ssd.size / a->ssd.page * a->ssd.page;
+  a->gpu_bytes = a->gpu_bytes / a->ssd.page * a->ssd.page;
+  return true;
 }
 
 std::string HostName() {
@@ -201,10 +169,8 @@ Status MeasureSsd(const spill::Args& a, HardwareProfile* p, std::vector<Measured
 
 int RunCalibrateBench(int argc, char** argv) {
   CalibrateArgs a;
-  if (int rc = ParseArgs(argc, argv, &a); rc != 0) {
-    if (rc == 2) fputs(kUsage, stderr);
-    return rc == 1 ? 0 : 2;
-  }
+  int exit_code = 0;
+  if (!ParseArgs(argc, argv, &a, &exit_code)) return exit_code;
   Result<HardwareProfile> base =
       LoadProfile(a.base, DefaultProfileDir());
   if (!base.ok()) {

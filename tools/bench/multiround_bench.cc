@@ -11,13 +11,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "runtime/options.h"  // ParseList
 #include "tools/bench/bench_args.h"
 #include "tools/bench/hw_profile.h"
 #include "tools/bench/mr_report.h"
@@ -58,49 +57,6 @@ const char kUsage[] =
     "  --sweep-users N,N,... (also run each user count; report the most users each system\n"
     "                         holds at the TTFT target)\n";
 
-Result<double> ParseNumber(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  double d = strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !std::isfinite(d) || d < 0) {
-    return Status::Errorf("%s %s: not a non-negative number", flag.c_str(), v.c_str());
-  }
-  return d;
-}
-
-// 2M, 256MiB, 64G, 1.5T (binary units) or a plain byte count.
-Result<double> ParseSize(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  double d = strtod(v.c_str(), &end);
-  std::string unit(end);
-  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
-  if (unit.size() == 2 && unit[1] == 'i') unit.pop_back();
-  double mult = 1;
-  if (unit == "K" || unit == "k")
-    mult = 1024.0;
-  else if (unit == "M" || unit == "m")
-    mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "g")
-    mult = 1024.0 * 1024 * 1024;
-  else if (unit == "T" || unit == "t")
-    mult = 1024.0 * 1024 * 1024 * 1024;
-  else if (!unit.empty())
-    d = -1;
-  if (v.empty() || end == v.c_str() || !std::isfinite(d) || d < 0) {
-    return Status::Errorf("%s %s: not a size (use e.g. 2M, 256M, 64G)", flag.c_str(), v.c_str());
-  }
-  return d * mult;
-}
-
-std::vector<std::string> Split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 struct Cli {
   BenchOptions options;
   std::string profile = "h200-pcie5";
@@ -113,145 +69,83 @@ struct Cli {
   std::vector<int> sweep;
 };
 
-Status Parse(int argc, char** argv, Cli* cli) {
-  std::map<std::string, std::string> kv;
+// The flags, with where each value goes; checks across flags follow in Check.
+Flags MakeFlags(Cli* cli) {
   BenchOptions& o = cli->options;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0)
-      return Status::Errorf("%s: unexpected argument (see --help)", argv[i]);
-    if (a == "--enforce-strict-concurrent-users") {
-      o.workload.strict_concurrent_users = true;
-      continue;
-    }
-    std::string value;
-    if (!FlagValue(argc, argv, &i, &a, &value)) {
-      return Status::Errorf("%s needs a value (see --help)", a.c_str());
-    }
-    kv[a] = value;
-  }
-  for (const auto& entry : kv) {
-    // Plain references, not a structured binding: the lambdas below capture
-    // them, which clang before 16 does not allow for bindings.
-    const std::string& flag = entry.first;
-    const std::string& v = entry.second;
-    auto num = [&](double* out) -> Status {
-      Result<double> r = ParseNumber(flag, v);
-      if (!r.ok()) return r.status();
-      *out = r.value();
+  WorkloadConfig& w = o.workload;
+  auto list = [](std::vector<std::string>* out) {
+    return [out](const std::string& v) -> Status {
+      Result<std::vector<std::string>> items = ParseList(v);
+      if (!items.ok()) return items.status();
+      *out = std::move(items).value();
       return Status::Ok();
     };
-    auto integer = [&](int* out, int min) -> Status {
-      double d = 0;
-      Status st = num(&d);
-      if (!st.ok()) return st;
-      if (d != std::floor(d) || d < min || d > 1e9) {
-        return Status::Errorf("%s %s: need a whole number >= %d", flag.c_str(), v.c_str(), min);
-      }
-      *out = static_cast<int>(d);
-      return Status::Ok();
-    };
-    auto size = [&](double* out) -> Status {
-      Result<double> r = ParseSize(flag, v);
-      if (!r.ok()) return r.status();
-      *out = r.value();
-      return Status::Ok();
-    };
-    Status st;
-    double d = 0;
-    WorkloadConfig& w = o.workload;
-    if (flag == "--num-users")
-      st = integer(&w.num_users, 1);
-    else if (flag == "--shared-system-prompt")
-      st = integer(&w.shared_system_prompt, 0);
-    else if (flag == "--user-history-prompt")
-      st = integer(&w.user_history_prompt, 0);
-    else if (flag == "--answer-len")
-      st = integer(&w.answer_len, 1);
-    else if (flag == "--num-rounds")
-      st = integer(&w.num_rounds, 1);
-    else if (flag == "--qps")
-      st = num(&w.qps);
-    else if (flag == "--time")
-      st = num(&w.time_s);
-    else if (flag == "--warmup")
-      st = num(&w.warmup_s);
-    else if (flag == "--think-time") {
-      if (v != "fixed" && v != "exp")
-        return Status::Errorf("--think-time %s: use fixed or exp", v.c_str());
-      o.workload.exponential_think_time = v == "exp";
-    } else if (flag == "--seed") {
-      int seed = 0;
-      st = integer(&seed, 0);
-      o.workload.seed = static_cast<uint64_t>(seed);
-    } else if (flag == "--question-len")
-      st = integer(&w.question_len, 1);
-    else if (flag == "--init-user-id")
-      st = integer(&w.init_user_id, 0);
-    else if (flag == "--profile")
-      cli->profile = v;
-    else if (flag == "--profile-dir")
-      cli->profile_dir = v;
-    else if (flag == "--model")
-      cli->model = v;
-    else if (flag == "--tp")
-      st = integer(&o.engine.tp, 1);
-    else if (flag == "--block-size")
-      st = integer(&o.engine.block_tokens, 1);
-    else if (flag == "--max-num-seqs")
-      st = integer(&o.engine.max_num_seqs, 1);
-    else if (flag == "--max-num-batched-tokens")
-      st = integer(&o.engine.max_batched_tokens, 1);
-    else if (flag == "--systems")
-      cli->systems = Split(v);
-    else if (flag == "--hints-policy")
-      o.hints_policy = v;
-    else if (flag == "--admission") {
-      if (v != "device" && v != "pool")
-        return Status::Errorf("--admission %s: use device or pool", v.c_str());
-      o.device_fit_admission = v == "device";
-    } else if (flag == "--page-size") {
-      st = size(&d);
-      o.page_size = static_cast<size_t>(d);
-    } else if (flag == "--tick-ms") {
-      int ms = 0;
-      st = integer(&ms, 1);
-      o.tick.tick_ns = uint64_t(ms) * 1'000'000;
-    } else if (flag == "--move-bytes-per-tick") {
-      st = size(&d);
-      o.tick.mover.cap_bytes = static_cast<uint64_t>(d);
-    } else if (flag == "--link-share") {
-      int pct = 0;
-      st = integer(&pct, 1);
-      if (st.ok() && pct > 100) st = Status::Errorf("--link-share %s: use 1..100", v.c_str());
-      o.tick.mover.share_pct = static_cast<uint32_t>(pct);
-    } else if (flag == "--high-watermark")
-      st = integer(&o.tick.high_watermark, 1);
-    else if (flag == "--low-watermark")
-      st = integer(&o.tick.low_watermark, 0);
-    else if (flag == "--oversubscribe")
-      st = num(&o.oversubscribe);
-    else if (flag == "--host-budget")
-      st = size(&o.host_budget_bytes);
-    else if (flag == "--disk-budget")
-      st = size(&o.disk_budget_bytes);
-    else if (flag == "--output")
-      cli->output = v;
-    else if (flag == "--ttft-target")
-      st = num(&cli->ttft_target);
-    else if (flag == "--ttft-stat")
-      cli->ttft_stat = v;
-    else if (flag == "--sweep-users") {
-      for (const std::string& n : Split(v)) {
-        int u = atoi(n.c_str());
-        if (u < 1) return Status::Errorf("--sweep-users %s: need user counts >= 1", v.c_str());
-        cli->sweep.push_back(u);
-      }
-    } else {
-      return Status::Errorf("%s: unknown option (see --help)", flag.c_str());
-    }
-    if (!st.ok()) return st;
-  }
+  };
+  Flags flags("multiround");
+  flags.Integer("--num-users", &w.num_users, 1)
+      .Integer("--shared-system-prompt", &w.shared_system_prompt, 0)
+      .Integer("--user-history-prompt", &w.user_history_prompt, 0)
+      .Integer("--answer-len", &w.answer_len, 1)
+      .Integer("--num-rounds", &w.num_rounds, 1)
+      .Number("--qps", &w.qps)
+      .Number("--time", &w.time_s)
+      .Number("--warmup", &w.warmup_s)
+      .Custom("--think-time",
+              [&w](const std::string& v) {
+                if (v != "fixed" && v != "exp") return Status::Error("use fixed or exp");
+                w.exponential_think_time = v == "exp";
+                return Status::Ok();
+              })
+      .Integer("--seed", &w.seed, 0)
+      .Integer("--question-len", &w.question_len, 1)
+      .Integer("--init-user-id", &w.init_user_id, 0)
+      .Switch("--enforce-strict-concurrent-users", &w.strict_concurrent_users)
+      .Text("--profile", &cli->profile)
+      .Text("--profile-dir", &cli->profile_dir)
+      .Text("--model", &cli->model)
+      .Integer("--tp", &o.engine.tp, 1)
+      .Integer("--block-size", &o.engine.block_tokens, 1)
+      .Integer("--max-num-seqs", &o.engine.max_num_seqs, 1)
+      .Integer("--max-num-batched-tokens", &o.engine.max_batched_tokens, 1)
+      .Custom("--systems", list(&cli->systems))
+      .Text("--hints-policy", &o.hints_policy)
+      .Custom("--admission",
+              [&o](const std::string& v) {
+                if (v != "device" && v != "pool") return Status::Error("use device or pool");
+                o.device_fit_admission = v == "device";
+                return Status::Ok();
+              })
+      .Size("--page-size", &o.page_size, 1)
+      .Integer("--tick-ms", 1, 1'000'000,
+               [&o](int64_t ms) { o.tick.tick_ns = static_cast<uint64_t>(ms) * 1'000'000; })
+      .Size("--move-bytes-per-tick", &o.tick.mover.cap_bytes)
+      .Integer("--link-share", &o.tick.mover.share_pct, 1, 100)
+      .Integer("--high-watermark", &o.tick.high_watermark, 1, 100)
+      .Integer("--low-watermark", &o.tick.low_watermark, 0, 99)
+      .Number("--oversubscribe", &o.oversubscribe)
+      .Size("--host-budget", &o.host_budget_bytes)
+      .Size("--disk-budget", &o.disk_budget_bytes)
+      .Text("--output", &cli->output)
+      .Number("--ttft-target", &cli->ttft_target)
+      .Text("--ttft-stat", &cli->ttft_stat)
+      .Custom("--sweep-users", [cli](const std::string& v) -> Status {
+        Result<std::vector<std::string>> items = ParseList(v);
+        if (!items.ok()) return items.status();
+        cli->sweep.clear();
+        for (const std::string& n : items.value()) {
+          char* end = nullptr;
+          const long u = strtol(n.c_str(), &end, 10);
+          if (*end != '\0' || u < 1 || u > 1'000'000) return Status::Error("need user counts >= 1");
+          cli->sweep.push_back(static_cast<int>(u));
+        }
+        return Status::Ok();
+      });
+  return flags;
+}
+
+// What no single flag can check, and the profile and model the names choose.
+Status Check(Cli* cli) {
+  BenchOptions& o = cli->options;
   if (o.workload.qps <= 0) return Status::Error("--qps must be > 0");
   if (o.tick.low_watermark >= o.tick.high_watermark || o.tick.high_watermark > 100) {
     return Status::Error("--low-watermark must be below --high-watermark (at most 100)");
@@ -349,18 +243,11 @@ Status Sweep(const Cli& cli, FILE* out) {
 }  // namespace
 
 int RunMultiroundBench(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      fputs(kUsage, stdout);
-      return 0;
-    }
-  }
   Cli cli;
-  Status st = Parse(argc, argv, &cli);
-  if (!st.ok()) {
-    fprintf(stderr, "kvtier-bench multiround: %s\n", st.message().c_str());
-    return 2;
-  }
+  const Flags flags = MakeFlags(&cli);
+  int exit_code = 0;
+  if (!flags.ParseOrExit(argc, argv, kUsage, &exit_code)) return exit_code;
+  if (Status st = Check(&cli); !st.ok()) return flags.Fail(st.message());
   Result<Sizing> sizing = ComputeSizing(cli.options);
   if (!sizing.ok()) {
     fprintf(stderr, "kvtier-bench multiround: %s\n", sizing.status().message().c_str());

@@ -127,85 +127,34 @@ struct Mapping {
   }
 };
 
-bool SizeArg(const std::string& arg, const std::string& value, uint64_t* out) {
-  Result<uint64_t> r = ParseSize(value);
-  if (r.ok()) {
-    *out = r.value();
-  } else {
-    fprintf(stderr, "kvtier-bench spill: %s=%s: %s\n", arg.c_str(), value.c_str(),
-            r.status().message().c_str());
-  }
-  return r.ok();
-}
-
-template <typename T>
-bool IntArg(const std::string& arg, const std::string& value, long min, T* out) {
-  char* end = nullptr;
-  long v = strtol(value.c_str(), &end, 10);
-  if (end == value.c_str() || *end != 0 || v < min) {
-    fprintf(stderr, "kvtier-bench spill: %s=%s: expected an integer >= %ld\n", arg.c_str(),
-            value.c_str(), min);
+// Parses the options into *a: true to run on; false with *exit_code set
+// (0 after --help, 2 after an error).
+bool ParseArgs(int argc, char** argv, Args* a, int* exit_code) {
+  Flags flags("spill");
+  flags.Text("--dir", &a->dir)
+      .Size("--size", &a->size, 1)
+      .Size("--page-size", &a->page, 1)
+      .Integer("--qd", &a->qd, 1, 256)
+      .Integer("--samples", &a->samples, 1)
+      .Integer("--rounds", &a->rounds, 1)
+      .Integer("--seed", &a->seed, 0)
+      .Switch("--no-faults", &a->faults, false)
+      .Switch("--no-fio", &a->fio, false)
+      .Switch("--no-device", &a->device, false)
+      .Switch("--check", &a->check)
+      .Switch("-v", [] { g_log_level.store(1); });
+  if (!flags.ParseOrExit(argc, argv, kUsage, exit_code)) return false;
+  if (a->page < kDirectAlign || (a->page & (a->page - 1)) != 0 || a->page > (uint64_t{1} << 30)) {
+    *exit_code = flags.Fail("--page-size=" + FormatBytes(a->page) +
+                            ": not a power of two from 4K to 1G");
     return false;
   }
-  *out = static_cast<T>(v);
-  return true;
-}
-
-// Parses the options into *a: 0 to run, 1 after printing --help, 2 on an error.
-int ParseArgs(int argc, char** argv, Args* a) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      fputs(kUsage, stdout);
-      return 1;
-    }
-    if (arg == "--no-faults" || arg == "--no-fio" || arg == "--no-device" || arg == "--check" ||
-        arg == "-v") {
-      a->faults = a->faults && arg != "--no-faults";
-      a->fio = a->fio && arg != "--no-fio";
-      a->device = a->device && arg != "--no-device";
-      a->check = a->check || arg == "--check";
-      if (arg == "-v") g_log_level.store(1);
-      continue;
-    }
-    std::string value;
-    if (!FlagValue(argc, argv, &i, &arg, &value)) {
-      fprintf(stderr, "kvtier-bench spill: %s needs a value\n", arg.c_str());
-      return 2;
-    }
-    bool ok;
-    if (arg == "--dir") {
-      ok = !(a->dir = value).empty();
-    } else if (arg == "--size") {
-      ok = SizeArg(arg, value, &a->size);
-    } else if (arg == "--page-size") {
-      ok = SizeArg(arg, value, &a->page);
-    } else if (arg == "--qd") {
-      ok = IntArg(arg, value, 1, &a->qd);
-    } else if (arg == "--samples") {
-      ok = IntArg(arg, value, 1, &a->samples);
-    } else if (arg == "--rounds") {
-      ok = IntArg(arg, value, 1, &a->rounds);
-    } else if (arg == "--seed") {
-      ok = IntArg(arg, value, 0, &a->seed);
-    } else {
-      fprintf(stderr, "kvtier-bench spill: unknown option %s\n", arg.c_str());
-      ok = false;
-    }
-    if (!ok) return 2;
-  }
-  if (a->page < kDirectAlign || (a->page & (a->page - 1)) != 0 || a->page > (uint64_t{1} << 30)) {
-    fprintf(stderr, "kvtier-bench spill: --page-size=%llu: not a power of two from 4K to 1G\n",
-            static_cast<unsigned long long>(a->page));
-    return 2;
-  }
-  if (a->qd > 256 || a->size / a->page < a->qd) {
-    fprintf(stderr,
-            "kvtier-bench spill: --qd must be 1..256 and --size must hold at least --qd pages\n");
-    return 2;
+  if (a->size / a->page < a->qd) {
+    *exit_code = flags.Fail("--size must hold at least --qd pages");
+    return false;
   }
   a->size = a->size / a->page * a->page;
-  return 0;
+  return true;
 }
 
 void Row(const char* name, double raw, double store, double swapped, const char* fmt,
@@ -251,10 +200,8 @@ void PrintDevice(const Args& a, const DeviceResult& d, double raw_write, double 
 int RunSpillBench(int argc, char** argv) {
   using namespace spill;
   Args a;
-  if (int rc = ParseArgs(argc, argv, &a); rc != 0) {
-    if (rc == 2) fputs(kUsage, stderr);
-    return rc == 1 ? 0 : 2;
-  }
+  int exit_code = 0;
+  if (!ParseArgs(argc, argv, &a, &exit_code)) return exit_code;
   Env* env = Env::Default();
   if (Status st = env->CreateDir(a.dir); !st.ok()) {
     fprintf(stderr, "kvtier-bench spill: --dir: %s\n", st.message().c_str());
