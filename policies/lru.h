@@ -4,8 +4,8 @@
 // tier passes its high watermark, down to the low watermark; spills the
 // coldest host pages to disk the same way when a disk tier exists; promotes
 // pages hinted WILL_NEED while the device has room below its high watermark.
-// "Access" is what the runtime can see (faults, launches, hints), the same
-// evidence UVM's own eviction has.
+// "Access" is what the runtime can see (faults and hints; launch signals are
+// collected but not used yet), the same evidence UVM's own eviction has.
 // A tick costs O(signals + moves): every access signal appends (page, its
 // last_access) to a queue in time order, and a demotion pops the queue's
 // front, dropping entries a later access or a move made stale. Regions the

@@ -239,7 +239,7 @@ TEST_F(SimDeviceTest, WorksWithoutPrivilege) {
 }
 
 // Prints what a simulated GPU page fault costs on this machine. Asserts only
-// that the faults happened; the numbers are for people (DESIGN.md section 4).
+// that the faults happened; the numbers are for people (docs/design.md section 4).
 TEST_F(SimDeviceTest, MeasureFaultCostPer2MiBPage) {
   constexpr size_t kPage = 2 * kMiB;
   constexpr uint32_t kPages = 12;

@@ -8,7 +8,7 @@
 //   explicit-offload   HBM pool + CPU store, synchronous load on a hit
 //   kvtier:<policy>    the oversubscribed pool placed by a kvtier policy
 //   kvtier:hints[+<policy>]  the same with the scheduler's WILL_NEED hints
-//   oracle             Belady eviction with perfect prefetch
+//   oracle             the whole pool on the device at no transfer cost
 // Sizing: the HBM left for KV is gpu_memory_utilization x memory - weights -
 // activation reserve (vLLM's rule); it is the whole pool of hbm-only and
 // explicit-offload and the device budget of the paged systems, whose pool adds

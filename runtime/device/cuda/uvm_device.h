@@ -90,8 +90,8 @@ class UvmDevice final : public Device, public UvmEventSink {
   void AfterForkInChild() override;
   uint64_t resident_bytes() const override;
   uint64_t capacity_bytes() const override { return config_.capacity_bytes; }
-  // Prefetches run on the backend's stream after the call returns: the
-  // mover budgets them by the link (KVTIER_LINK_BANDWIDTH overrides this).
+  // Each move waits for its prefetch on the backend's stream; the mover
+  // budgets them by the link (KVTIER_LINK_BANDWIDTH overrides this).
   LinkRates link_rates() const override {
     return {config_.link_bps, config_.link_bps, 0};
   }

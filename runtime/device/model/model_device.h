@@ -1,4 +1,4 @@
-// ModelDevice: the model-only simulated GPU (DESIGN.md section 4).
+// ModelDevice: the model-only simulated GPU (docs/design.md section 4).
 //
 // Page states and a virtual clock, no backing memory: an H200 with 141 GB of
 // HBM, 1 TB of DRAM and TBs of SSD runs on a laptop. It is a Device, so the
