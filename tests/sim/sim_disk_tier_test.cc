@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <string>
 #include <thread>
@@ -109,6 +110,62 @@ TEST_F(SimDiskTest, SpillMovesOnlyHostPages) {
   Status s = no_disk->Spill(*other.value(), 0);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("KVTIER_DISK_BUDGET"), std::string::npos) << s.message();
+}
+
+TEST_F(SimDiskTest, AZeroPageIsDroppedNotWrittenAndReadsBackAsZeros) {
+  SpillStore* store = MakeStore(16);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(8 * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  Result<RegionPtr> made = dev->CreateRegion(6, 4 * kPage, kPage, "zeros");
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  Region& r = *made.value();
+  // Page 0 zeroed as an engine clears its pool; page 1 zero but for its last
+  // byte; page 2 data; page 3 zero, spilled through the batch with page 2.
+  memset(PageBase(r, 0), 0, kPage);
+  memset(PageBase(r, 1), 0, kPage);
+  PageBase(r, 1)[kPage - 1] = 7;
+  WritePattern(PageBase(r, 2), kPage, 5);
+  memset(PageBase(r, 3), 0, kPage);
+  for (uint32_t p = 0; p < 4; ++p) ASSERT_TRUE(dev->Demote(r, p).ok());
+  ASSERT_TRUE(dev->Spill(r, 0).ok());
+  ASSERT_TRUE(dev->Spill(r, 1).ok());
+  const PageRef batch[] = {{&r, 2}, {&r, 3}};
+  Status results[2];
+  dev->SpillPages(batch, results);
+  ASSERT_TRUE(results[0].ok()) << results[0].message();
+  ASSERT_TRUE(results[1].ok()) << results[1].message();
+
+  EXPECT_EQ(TierOf(r, 0), Tier::kUntouched);
+  EXPECT_EQ(TierOf(r, 1), Tier::kDisk);
+  EXPECT_EQ(TierOf(r, 2), Tier::kDisk);
+  EXPECT_EQ(TierOf(r, 3), Tier::kUntouched);
+  EXPECT_EQ(Get(counters_.zero_pages_dropped), 2u);
+  EXPECT_EQ(Get(counters_.spilled_pages), 2u);
+  EXPECT_EQ(store->used_slots(), 2u);
+  EXPECT_EQ(MemfdBytes(r), 0u) << "a dropped page must leave host memory too";
+  EXPECT_EQ(Get(counters_.host_used_bytes), 0u);
+  for (uint32_t p = 0; p < 4; ++p) EXPECT_EQ(r.pages[p].flags.load() & kPageInFlight, 0) << p;
+
+  // Read back from another thread, as the engine would.
+  bool zeros = true;
+  uint8_t last = 0;
+  int64_t bad = 0;
+  std::thread engine([&] {
+    for (uint32_t p : {0u, 3u}) {
+      for (size_t i = 0; i < kPage; ++i) zeros = zeros && PageBase(r, p)[i] == 0;
+    }
+    last = PageBase(r, 1)[kPage - 1];
+    bad = CheckPattern(PageBase(r, 2), kPage, 5);
+  });
+  engine.join();
+  EXPECT_TRUE(zeros);
+  EXPECT_EQ(last, 7);
+  EXPECT_EQ(bad, -1) << "first wrong word of the data page";
+  EXPECT_EQ(store->used_slots(), 0u);
+  // A dropped page written again holds what was written.
+  WritePattern(PageBase(r, 0), kPage, 9);
+  EXPECT_EQ(CheckPattern(PageBase(r, 0), kPage, 9), -1);
 }
 
 TEST_F(SimDiskTest, SpillPagesKeepsTheStoresQueueDepthOfWritesInFlight) {
@@ -275,7 +332,10 @@ TEST_F(SimDiskTest, APolicyTickSpillsItsPagesAsOneGroup) {
     if (!dev.ok()) return dev.status();
     return std::unique_ptr<Device>(std::move(dev).value());
   };
-  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), {.device = factory, .start_threads = false});
+  Runtime::Parts parts;
+  parts.device = factory;
+  parts.start_threads = false;
+  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), std::move(parts));
   ASSERT_TRUE(made.ok()) << made.status().message();
   Runtime& rt = *made.value();
   constexpr uint32_t kPages = 16;  // 4 MiB: 2 fit on the device, 4 on the host

@@ -18,7 +18,9 @@
 // flight under the lock, writes its bytes from the alias to the store outside
 // it (zero-copy: the alias is page aligned), then under the lock punches the
 // page out of the memfd (fallocate PUNCH_HOLE) => kDisk, with the slot and
-// checksum in the PageRecord. A touch meanwhile is a MINOR fault like any on
+// checksum in the PageRecord. A page that reads as all zeros is punched out
+// and written nowhere => kUntouched: its next touch is filled with zeros, as
+// a never-touched page's is (counted as zero_pages_dropped). A touch meanwhile is a MINOR fault like any on
 // a host page; it sets kPageTouchedDuringMove and the spill, finding it, frees
 // the slot and keeps the page where the fault put it. A failed write leaves
 // the page on the host (the store counts it and backs off). The next touch of
@@ -202,6 +204,11 @@ class SimDevice final : public Device {
   void WriteToStore(const std::vector<SpillSource>& sources, const WrittenFn& written);
   Status FinishSpillLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written)
       REQUIRES(mu_);
+  // True when the `len` bytes (a multiple of 8, 8-aligned) are all zero.
+  static bool IsAllZero(const uint8_t* bytes, size_t len);
+  // Ends the spill of a page read as all zeros: punched out of the memfd,
+  // written nowhere, it becomes kUntouched (its next touch reads zeros).
+  Status DropZeroPageLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
   void EndDiskIoLocked(SimRegion& r) REQUIRES(mu_);
   // Reads every spilled page of a region being degraded back into its memfd.
   void ReadBackSpilledLocked(SimRegion& r) REQUIRES(mu_);

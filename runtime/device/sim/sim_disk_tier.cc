@@ -50,8 +50,25 @@ void SimDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
   }
   if (jobs.empty()) return;
   // The page's PTEs in the engine view are zapped, so the engine cannot
-  // change it without a fault (which marks it touched). The store copies it
+  // change it without a fault (which marks it touched). A page of zeros is
+  // dropped rather than written (engines clear their KV pools at start, and
+  // a tight budget would spill those zeros); the store copies the others
   // from the alias into its bounce buffers.
+  std::vector<Job> writes;
+  std::vector<Job> zeros;
+  for (const Job& j : jobs) {
+    const size_t len = j.r->region->page_size;
+    (IsAllZero(j.r->views.alias + uint64_t{j.page} * len, len) ? zeros : writes).push_back(j);
+  }
+  if (!zeros.empty()) {
+    MutexLock lock(&mu_);
+    for (const Job& j : zeros) {
+      results[j.index] = DropZeroPageLocked(*j.r, j.page);
+      EndDiskIoLocked(*j.r);
+    }
+  }
+  jobs = std::move(writes);
+  if (jobs.empty()) return;
   std::vector<SpillSource> sources;
   for (const Job& j : jobs) {
     const size_t len = j.r->region->page_size;
@@ -160,6 +177,41 @@ Status SimDevice::FinishSpillLocked(SimRegion& r, uint32_t page, const Result<Sp
   rec.disk_slot = slot.index;
   rec.checksum = slot.checksum;
   SetTierLocked(r, page, Tier::kDisk);
+  return Status::Ok();
+}
+
+bool SimDevice::IsAllZero(const uint8_t* bytes, size_t len) {
+  // Word at a time; pages are page aligned and a multiple of 8 bytes.
+  const auto* words = reinterpret_cast<const uint64_t*>(bytes);
+  uint64_t any = 0;
+  for (size_t i = 0; i < len / sizeof(uint64_t); ++i) {
+    any |= words[i];
+    if ((i & 511) == 511 && any != 0) return false;  // stop early on data
+  }
+  return any == 0;
+}
+
+Status SimDevice::DropZeroPageLocked(SimRegion& r, uint32_t page) {
+  Region& region = *r.region;
+  PageRecord& rec = region.pages[page];
+  const uint8_t flags = rec.flags.fetch_and(
+      static_cast<uint8_t>(~(kPageInFlight | kPageTouchedDuringMove)), std::memory_order_relaxed);
+  if ((flags & kPageTouchedDuringMove) || r.degraded ||
+      rec.tier.load(std::memory_order_relaxed) != Tier::kHost) {
+    return Status::Ok();  // touched since it was read: it stays where the fault put it
+  }
+  const off_t offset = static_cast<off_t>(uint64_t{page} * region.page_size);
+  if (fallocate(r.views.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
+                static_cast<off_t>(region.page_size)) != 0) {
+    return Status::Errorf(
+        "simulated GPU: dropping zero page %u of region %u: punching it out of the memfd failed: "
+        "%s (the page stays in host memory)",
+        page, region.id, strerror(errno));
+  }
+  // With no bytes it is a never-touched page again: the next touch is
+  // filled with zeros (MISSING), which is what it held.
+  SetTierLocked(r, page, Tier::kUntouched);
+  Counters::Add(counters_.zero_pages_dropped);
   return Status::Ok();
 }
 
