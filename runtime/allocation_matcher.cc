@@ -16,7 +16,7 @@ std::string_view Trim(std::string_view s) {
 
 constexpr const char* kForm =
     "alternatives joined by ';', each of terms joined by ',' such as size>=64M, index>=8, "
-    "lib~ggml, run>=3, nth>=1, nth<2, all, none";
+    "lib~ggml, sym~llama_kv_cache, run>=3, nth>=1, nth<2, all, none";
 
 // Splits on `sep`, keeping empty pieces (they are errors).
 std::vector<std::string_view> Split(std::string_view text, char sep) {
@@ -38,6 +38,7 @@ AllocationMatcher::AllocationMatcher(AllocationMatcher&& other) noexcept
   MutexLock lock(&other.mu_);
   MutexLock mine(&mu_);
   alternatives_ = std::move(other.alternatives_);
+  bases_ = std::move(other.bases_);
 }
 
 AllocationMatcher& AllocationMatcher::operator=(AllocationMatcher&& other) noexcept {
@@ -45,6 +46,7 @@ AllocationMatcher& AllocationMatcher::operator=(AllocationMatcher&& other) noexc
   MutexLock lock(&other.mu_);
   MutexLock mine(&mu_);
   alternatives_ = std::move(other.alternatives_);
+  bases_ = std::move(other.bases_);
   needs_caller_ = other.needs_caller_;
   return *this;
 }
@@ -52,7 +54,12 @@ AllocationMatcher& AllocationMatcher::operator=(AllocationMatcher&& other) noexc
 Result<AllocationMatcher> AllocationMatcher::Parse(std::string_view text) {
   AllocationMatcher matcher;
   if (Trim(text).empty()) return Status::Errorf("empty match rule (accepted: %s)", kForm);
-  for (std::string_view alt_text : Split(text, ';')) {
+  const std::vector<std::string_view> alternatives = Split(text, ';');
+  if (alternatives.size() > kMaxAlternatives) {
+    return Status::Errorf("%zu alternatives: at most %zu (accepted: %s)", alternatives.size(),
+                          kMaxAlternatives, kForm);
+  }
+  for (std::string_view alt_text : alternatives) {
     if (alt_text.empty())
       return Status::Errorf("empty alternative between ';' (accepted: %s)", kForm);
     Alternative alt;
@@ -92,8 +99,8 @@ Result<AllocationMatcher> AllocationMatcher::Parse(std::string_view text) {
     }
     Result<MatchRule> rule = MatchRule::Parse(base.empty() ? "all" : base);
     if (!rule.ok()) return rule.status();
-    alt.base = std::move(rule).value();
-    matcher.needs_caller_ |= alt.base.needs_caller();
+    matcher.needs_caller_ |= rule.value().needs_caller();
+    matcher.bases_.push_back(std::move(rule).value());
     MutexLock lock(&matcher.mu_);
     matcher.alternatives_.push_back(std::move(alt));
   }
@@ -101,14 +108,20 @@ Result<AllocationMatcher> AllocationMatcher::Parse(std::string_view text) {
 }
 
 AllocationMatcher::Decision AllocationMatcher::Decide(uint64_t size, uint64_t index,
-                                                      std::string_view caller_lib) {
+                                                      CallSite& caller) {
+  // The stateless terms first, without the lock: looking up the caller may
+  // walk the stack, which may allocate (and so come back here).
+  uint64_t passed = 0;
+  for (size_t i = 0; i < bases_.size(); ++i) {
+    if (bases_[i].Matches(size, index, caller)) passed |= uint64_t{1} << i;
+  }
   Decision d;
   MutexLock lock(&mu_);
   for (size_t i = 0; i < alternatives_.size(); ++i) {
     Alternative& alt = alternatives_[i];
     // Every alternative records every allocation that passes its own terms,
     // whether or not an earlier alternative already matched.
-    if (!alt.base.Matches(size, index, caller_lib)) continue;
+    if (!(passed & (uint64_t{1} << i))) continue;
     const uint64_t nth = alt.seen++;
     alt.run = (nth > 0 && size == alt.last_size) ? alt.run + 1 : 1;
     alt.last_size = size;

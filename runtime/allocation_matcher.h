@@ -14,7 +14,7 @@
 // Grammar (a superset of match.h's; match.h's terms keep their meaning):
 //   rule        := alternative (';' alternative)*   any alternative may hold
 //   alternative := term (',' term)*                 all terms must hold
-//   term        := size>=SIZE ... | index>=N ... | lib~TEXT | all | none
+//   term        := size>=SIZE ... | index>=N ... | lib~TEXT | sym~TEXT | all | none
 //                | run>=N    the allocation is at least the N-th of a run of
 //                            consecutive allocations of exactly its size
 //                | nth>=N  nth>N  nth<=N  nth<N
@@ -25,8 +25,9 @@
 //   library). Runs and ranks are decided as allocations arrive: the first
 //   N-1 allocations of a run cannot be known to start one, and stay plain.
 // kDefaultRule is the proposed default (see its comment).
-// Thread-safety: Decide is safe from any thread (one mutex, held for a few
-// comparisons); the rest is immutable after Parse.
+// Thread-safety: Decide is safe from any thread (the stateless terms run
+// without a lock; one mutex is held for the counts' few comparisons); the
+// rest is immutable after Parse.
 #pragma once
 
 #include <cstdint>
@@ -64,9 +65,9 @@ class AllocationMatcher {
   AllocationMatcher& operator=(AllocationMatcher&& other) noexcept;
 
   // Decides about the allocation number `index` (0-based, process order) of
-  // `size` bytes from `caller_lib` (may be empty when unknown), and records
-  // it in every alternative's runs and ranks.
-  Decision Decide(uint64_t size, uint64_t index, std::string_view caller_lib);
+  // `size` bytes from `caller` (looked up only if a term needs it), and
+  // records it in every alternative's runs and ranks.
+  Decision Decide(uint64_t size, uint64_t index, CallSite& caller);
   bool needs_caller() const { return needs_caller_; }
   size_t alternatives() const {
     MutexLock lock(&mu_);
@@ -80,8 +81,8 @@ class AllocationMatcher {
     Op op;
     uint64_t value;
   };
+  static constexpr size_t kMaxAlternatives = 64;  // one bit each in Decide
   struct Alternative {
-    MatchRule base;  // the stateless terms
     std::vector<Count> counts;
     // Guarded by the matcher's mu_ (as part of alternatives_).
     uint64_t seen = 0;       // allocations that passed `base`
@@ -91,6 +92,7 @@ class AllocationMatcher {
 
   mutable Mutex mu_;
   std::vector<Alternative> alternatives_ GUARDED_BY(mu_);
+  std::vector<MatchRule> bases_;  // each alternative's stateless terms; immutable after Parse
   bool needs_caller_ = false;
 };
 

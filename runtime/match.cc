@@ -15,7 +15,8 @@ std::string_view Trim(std::string_view s) {
 }
 
 constexpr const char* kForm =
-    "terms joined by ',' such as size>=64M, size<1G, index>=8, lib~libtorch, all, none";
+    "terms joined by ',' such as size>=64M, size<1G, index>=8, lib~libtorch, sym~llama_kv_cache, "
+    "all, none";
 
 }  // namespace
 
@@ -65,40 +66,46 @@ Result<MatchRule> MatchRule::Parse(std::string_view text) {
       if (ec != std::errc() || end != value.data() + value.size()) return bad("bad index");
       t.field = Field::kIndex;
       t.value = v;
-    } else if (name == "lib") {
-      if (t.op != Op::kContains) return bad("lib takes ~ (contains)");
-      t.field = Field::kLib;
+    } else if (name == "lib" || name == "sym") {
+      if (t.op != Op::kContains) return bad(name == "lib" ? "lib takes ~ (contains)" : "sym takes ~ (contains)");
+      t.field = name == "lib" ? Field::kLib : Field::kSym;
       t.text = std::string(value);
       rule.needs_caller_ = true;
     } else {
-      return bad("unknown field (size, index, lib)");
+      return bad("unknown field (size, index, lib, sym)");
     }
     rule.terms_.push_back(std::move(t));
   }
   return rule;
 }
 
-bool MatchRule::Matches(uint64_t size, uint64_t index, std::string_view caller_lib) const {
-  for (const Term& t : terms_) {
-    bool ok = true;
-    switch (t.field) {
-      case Field::kAll: ok = true; break;
-      case Field::kNone: ok = false; break;
-      case Field::kLib: ok = caller_lib.find(t.text) != std::string_view::npos; break;
-      case Field::kSize:
-      case Field::kIndex: {
-        uint64_t v = t.field == Field::kSize ? size : index;
-        switch (t.op) {
-          case Op::kGe: ok = v >= t.value; break;
-          case Op::kGt: ok = v > t.value; break;
-          case Op::kLe: ok = v <= t.value; break;
-          case Op::kLt: ok = v < t.value; break;
-          case Op::kContains: ok = false; break;
+bool MatchRule::Matches(uint64_t size, uint64_t index, CallSite& caller) const {
+  // The caller's terms last: they look it up (dladdr, a stack walk).
+  for (const bool caller_terms : {false, true}) {
+    for (const Term& t : terms_) {
+      const bool about_caller = t.field == Field::kLib || t.field == Field::kSym;
+      if (about_caller != caller_terms) continue;
+      bool ok = true;
+      switch (t.field) {
+        case Field::kAll: ok = true; break;
+        case Field::kNone: ok = false; break;
+        case Field::kLib: ok = caller.lib().find(t.text) != std::string::npos; break;
+        case Field::kSym: ok = caller.StackHas(t.text); break;
+        case Field::kSize:
+        case Field::kIndex: {
+          uint64_t v = t.field == Field::kSize ? size : index;
+          switch (t.op) {
+            case Op::kGe: ok = v >= t.value; break;
+            case Op::kGt: ok = v > t.value; break;
+            case Op::kLe: ok = v <= t.value; break;
+            case Op::kLt: ok = v < t.value; break;
+            case Op::kContains: ok = false; break;
+          }
+          break;
         }
-        break;
       }
+      if (!ok) return false;
     }
-    if (!ok) return false;
   }
   return true;
 }

@@ -4,7 +4,12 @@
 //   size>=SIZE  size>SIZE  size<=SIZE  size<SIZE   allocation size
 //   index>=N  index<N                              0-based allocation order
 //   lib~TEXT                                       calling library path contains TEXT
+//   sym~TEXT                                       a function on the call stack
+//                                                  (its first CallSite::kFrames
+//                                                  frames) has a name containing TEXT
 //   all  none
+// Size and index terms are checked first; lib~ and sym~ look up the caller
+// (CallSite) only for an allocation that passed them.
 // Example: "size>=64M,index>=8". Thread-safety: immutable after Parse.
 #pragma once
 
@@ -13,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/call_site.h"
 #include "runtime/status.h"
 
 namespace kvtier {
@@ -20,12 +26,11 @@ namespace kvtier {
 class MatchRule {
  public:
   static Result<MatchRule> Parse(std::string_view text);
-  // caller_lib may be empty when unknown.
-  bool Matches(uint64_t size, uint64_t index, std::string_view caller_lib) const;
+  bool Matches(uint64_t size, uint64_t index, CallSite& caller) const;
   bool needs_caller() const { return needs_caller_; }
 
  private:
-  enum class Field { kSize, kIndex, kLib, kAll, kNone };
+  enum class Field { kSize, kIndex, kLib, kSym, kAll, kNone };
   enum class Op { kGe, kGt, kLe, kLt, kContains };
   struct Term {
     Field field;

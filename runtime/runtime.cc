@@ -192,21 +192,19 @@ Runtime::~Runtime() {
 bool Runtime::ShouldTier(size_t bytes, const void* caller, const char* api) {
   uint64_t index = alloc_index_.fetch_add(1, std::memory_order_relaxed);
   Counters::Add(counters_.allocations);
-  std::string lib;
-  if (match_.needs_caller() || options_.verbose >= 2) {
-    Dl_info info{};
-    if (caller && dladdr(caller, &info) && info.dli_fname) lib = info.dli_fname;
-  }
-  AllocationMatcher::Decision d = match_.Decide(bytes, index, lib);
-  if (d.tier) {
-    Log(2, "alloc #%llu via %s: %zu bytes (%s) from %s: tiered (rule %d, run %llu, nth %llu)",
-        static_cast<unsigned long long>(index), api, bytes, FormatBytes(bytes).c_str(),
-        lib.empty() ? "?" : lib.c_str(), d.alternative + 1,
-        static_cast<unsigned long long>(d.run), static_cast<unsigned long long>(d.nth));
-  } else {
-    Log(2, "alloc #%llu via %s: %zu bytes (%s) from %s: not matched",
-        static_cast<unsigned long long>(index), api, bytes, FormatBytes(bytes).c_str(),
-        lib.empty() ? "?" : lib.c_str());
+  CallSite site(caller);  // looked up only if a rule's term or the log needs it
+  AllocationMatcher::Decision d = match_.Decide(bytes, index, site);
+  if (options_.verbose >= 2) {
+    const char* lib = site.lib().empty() ? "?" : site.lib().c_str();
+    if (d.tier) {
+      Log(2, "alloc #%llu via %s: %zu bytes (%s) from %s: tiered (rule %d, run %llu, nth %llu)",
+          static_cast<unsigned long long>(index), api, bytes, FormatBytes(bytes).c_str(), lib,
+          d.alternative + 1, static_cast<unsigned long long>(d.run),
+          static_cast<unsigned long long>(d.nth));
+    } else {
+      Log(2, "alloc #%llu via %s: %zu bytes (%s) from %s: not matched",
+          static_cast<unsigned long long>(index), api, bytes, FormatBytes(bytes).c_str(), lib);
+    }
   }
   return d.tier;
 }
@@ -430,10 +428,11 @@ std::string Runtime::SummaryText() {
   std::string out(buf, std::min<size_t>(n, sizeof buf - 1));
   if (g(c.disk_budget_bytes)) {
     snprintf(buf, sizeof buf,
-             "  disk tier         spilled %llu pages (%s), restored %llu pages (%s), errors %llu, "
-             "checksum mismatches %llu\n",
+             "  disk tier         spilled %llu pages (%s), restored %llu pages (%s), zero pages "
+             "dropped %llu, errors %llu, checksum mismatches %llu\n",
              (unsigned long long)g(c.spilled_pages), b(c.spilled_bytes).c_str(),
              (unsigned long long)g(c.restored_pages), b(c.restored_bytes).c_str(),
+             (unsigned long long)g(c.zero_pages_dropped),
              (unsigned long long)(g(c.spill_errors) + g(c.restore_errors)),
              (unsigned long long)g(c.checksum_mismatches));
     out += buf;

@@ -28,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     uint64_t word;
     memcpy(&word, rest.data(), 8);
     const uint64_t bytes = word >> 2;  // up to 2^62
-    const kvtier::AllocationMatcher::Decision d = matcher.Decide(bytes, index, kLibs[word & 3]);
+    kvtier::CallSite site(kLibs[word & 3], {"_ZN14llama_kv_cacheC2Ev", "ggml_aligned_malloc"});
+    const kvtier::AllocationMatcher::Decision d = matcher.Decide(bytes, index, site);
     FUZZ_CHECK(d.alternative < static_cast<int>(matcher.alternatives()));
     FUZZ_CHECK(d.tier == (d.alternative >= 0));
   }

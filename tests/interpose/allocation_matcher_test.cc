@@ -13,6 +13,13 @@
 namespace kvtier {
 namespace {
 
+// A caller known by its library alone.
+AllocationMatcher::Decision DecideFrom(AllocationMatcher& m, uint64_t size, uint64_t index,
+                                       std::string lib) {
+  CallSite site(std::move(lib), {});
+  return m.Decide(size, index, site);
+}
+
 using replay::kMiB;
 using replay::Role;
 
@@ -51,7 +58,7 @@ TEST(AllocationMatcher, GrammarTable) {
     std::string got;
     uint64_t index = 0;
     for (const Allocation& a : c.allocations) {
-      got += m.value().Decide(a.size, index++, a.lib).tier ? 'T' : '.';
+      got += DecideFrom(m.value(), a.size, index++, a.lib).tier ? 'T' : '.';
     }
     EXPECT_EQ(got, c.expected) << c.rule;
   }
@@ -61,13 +68,13 @@ TEST(AllocationMatcher, DecisionSaysWhichAlternativeAndRun) {
   auto m = AllocationMatcher::Parse("size<2;size>=8,run>=2");
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m.value().alternatives(), 2u);
-  EXPECT_FALSE(m.value().Decide(8, 0, "").tier);
-  AllocationMatcher::Decision d = m.value().Decide(8, 1, "");
+  EXPECT_FALSE(DecideFrom(m.value(), 8, 0, "").tier);
+  AllocationMatcher::Decision d = DecideFrom(m.value(), 8, 1, "");
   EXPECT_TRUE(d.tier);
   EXPECT_EQ(d.alternative, 1);
   EXPECT_EQ(d.run, 2u);
   EXPECT_EQ(d.nth, 1u);
-  EXPECT_EQ(m.value().Decide(1, 2, "").alternative, 0);
+  EXPECT_EQ(DecideFrom(m.value(), 1, 2, "").alternative, 0);
 }
 
 TEST(AllocationMatcher, BadRulesSayWhatIsWrongAndWhatIsAccepted) {
@@ -104,7 +111,7 @@ Tally Replay(const char* rule, const std::vector<replay::Step>& steps, const cha
     if (s.free) continue;
     const int role = static_cast<int>(s.role);
     ++t.total[role];
-    if (m.value().Decide(s.bytes, index++, lib).tier) ++t.tiered[role];
+    if (DecideFrom(m.value(), s.bytes, index++, lib).tier) ++t.tiered[role];
   }
   return t;
 }

@@ -38,7 +38,9 @@ TEST_F(RuntimeStartupTest, ADeviceThatCannotBeMadeFailsCreateAndPrintsNoSummary)
     return Status::Errorf("injected: no device");
   };
   ::testing::internal::CaptureStderr();
-  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), {.device = factory});
+  Runtime::Parts parts;
+  parts.device = factory;
+  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), std::move(parts));
   const std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_FALSE(made.ok());
   EXPECT_NE(made.status().message().find("injected: no device"), std::string::npos)
@@ -169,7 +171,9 @@ TEST_F(RuntimeStartupTest, EveryStartStepFailsInTurnWithOneMessageAndNoHalfBuilt
     Runtime& rt = *made.value();
     UseTheRuntime(rt);
     if (HasFatalFailure()) return;
-    if (failing == "disk tier") EXPECT_EQ(Counters::Get(rt.counters().disk_budget_bytes), 0u);
+    if (failing == "disk tier") {
+      EXPECT_EQ(Counters::Get(rt.counters().disk_budget_bytes), 0u);
+    }
     ::testing::internal::CaptureStderr();
     made.value().reset();
     err = ::testing::internal::GetCapturedStderr();

@@ -70,6 +70,12 @@ TEST_F(RuntimeTickTest, SignalsCarryTheTimeOfTheRuntimesClock) {
   ASSERT_TRUE(rt.Hint(bytes, kPage, SignalKind::kCold).ok());
   clock.Advance(1'000'000'000);
   bytes[2 * kPage] = 1;  // a first touch: a fault on page 2
+  // The fault thread reports the fault after it let the engine run on: wait
+  // for its signal (the hint's is the first).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (Counters::Get(rt.counters().signals) < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
   rt.Tick();
 
   ASSERT_EQ(seen.size(), 2u);

@@ -36,7 +36,8 @@ TEST(MatchRule, Table) {
   for (const Case& c : cases) {
     Result<MatchRule> r = MatchRule::Parse(c.rule);
     ASSERT_TRUE(r.ok()) << c.rule << ": " << r.status().message();
-    EXPECT_EQ(r.value().Matches(c.size, c.index, c.lib), c.match)
+    CallSite site(c.lib, {});
+    EXPECT_EQ(r.value().Matches(c.size, c.index, site), c.match)
         << c.rule << " size=" << c.size << " index=" << c.index << " lib=" << c.lib;
   }
 }
