@@ -10,17 +10,21 @@
 # kvtier does not tier a CPU engine's memory yet (its KV buffer is a
 # posix_memalign, not a CUDA allocation): this checks that the preload leaves
 # a real engine it did not write, forking child processes included, working
-# and unchanged.
+# and unchanged. With --probe (alloc_probe.so), it also checks on each model
+# that the match rule sym~llama_kv_cache catches llama.cpp's KV buffer, of
+# the size llama.cpp's layout gives, and no other large heap allocation.
 #
-#   engine_test.sh --preload LIST [--env K=V]...
+#   engine_test.sh --preload LIST [--probe alloc_probe.so] [--env K=V]...
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 preload=""
+probe=""
 extra_env=()
 while (($#)); do
   case $1 in
     --preload) preload=$2; shift 2 ;;
+    --probe) probe=$2; shift 2 ;;
     --env) extra_env+=("$2"); shift 2 ;;
     *) echo "engine_test: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -85,11 +89,44 @@ else
   echo "engine_test: the preload is live in node: KVTIER_PAGE_SIZE=3M stops it: $(head -1 "$work/bad.err")"
 fi
 
+# probe NAME MODEL KV_BYTES DRIVER_ARGS... : under alloc_probe.so, exactly
+# one large allocation matches sym~llama_kv_cache, of KV_BYTES.
+probe_case() {
+  local name=$1 model=$2 kv_bytes=$3
+  shift 3
+  [[ -n $probe ]] || return 0
+  local err=$work/$name.probe.err
+  if ! KVTIER_PROBE_RULE="sym~llama_kv_cache" LD_PRELOAD="$probe" \
+      node "$here/chat_driver.mjs" --model "$model" "$@" >/dev/null 2>"$err"; then
+    echo "engine_test: FAIL: $name: the engine failed under alloc_probe:" >&2
+    cat "$err" >&2
+    failed=1
+    return
+  fi
+  local matched others
+  matched=$(grep '^alloc_probe: .*: match 1$' "$err" || true)
+  others=$(grep -c '^alloc_probe: .*: match 0$' "$err" || true)
+  if [[ $matched != "alloc_probe: posix_memalign $kv_bytes bytes: match 1" ]]; then
+    echo "engine_test: FAIL: $name: sym~llama_kv_cache should catch one posix_memalign of $kv_bytes bytes (the KV buffer); it caught:" >&2
+    echo "${matched:-nothing}" >&2
+    grep '^alloc_probe' "$err" >&2
+    failed=1
+    return
+  fi
+  echo "engine_test: $name: sym~llama_kv_cache catches the KV buffer ($kv_bytes bytes) and none of the $others other allocations of 1 MiB or more"
+}
+
 python3 "$here/random_gguf.py" "$work/mha.gguf" --layers 4 --embd 256 --heads 4 --seed 1
 python3 "$here/random_gguf.py" "$work/gqa.gguf" --layers 4 --embd 256 --heads 8 --kv-heads 2 \
   --ctx 8192 --seed 2
 run_case mha "$work/mha.gguf" --sessions 3 --turns 2 --ctx 1024 --prompt-tokens 120 --answer-tokens 8
 run_case gqa "$work/gqa.gguf" --sessions 2 --turns 2 --ctx 4096 --prompt-tokens 600 \
   --answer-tokens 8 --no-mmap
+# KV bytes: K and V, per layer, per cell of every sequence (the context
+# rounded up to 256 cells), f16: 2 x layers x cells x (head dim x KV heads) x 2.
+probe_case mha "$work/mha.gguf" $((2 * 4 * 3 * 1024 * 256 * 2)) --sessions 3 --turns 1 --ctx 1024 \
+  --prompt-tokens 40 --answer-tokens 2
+probe_case gqa "$work/gqa.gguf" $((2 * 4 * 2 * 4096 * 64 * 2)) --sessions 2 --turns 1 --ctx 4096 \
+  --prompt-tokens 40 --answer-tokens 2 --no-mmap
 if ((failed)); then exit 1; fi
 echo "engine_test: PASS"
