@@ -1,7 +1,9 @@
 // alloc_replay: replays an engine's device allocation sequence
 // (alloc_sequences.h) through the real libcudart, from a library named like
 // the engine's allocator, and reports which allocations kvtier tiered.
-//   alloc_replay vllm|llamacpp
+//   alloc_replay vllm|llamacpp|llamacpp-small
+// llama.cpp's KV buffer is allocated under a function named as llama.cpp's
+// KV cache constructor (replay_malloc_kv), as in the engine.
 // Run under LD_PRELOAD=libkvtier.so KVTIER_BACKEND=sim (the ctests set it
 // up). An allocation counts as tiered when kvtier_hint finds a region at its
 // address. Prints "<role>: tiered N of M" per role and exits 0; exits 1 when
@@ -36,8 +38,12 @@ int main(int argc, char** argv) {
   } else if (engine == "llamacpp") {
     steps = kvtier::replay::LlamaCppLike();
     lib_name = "libggml_replay.so";
+  } else if (engine == "llamacpp-small") {
+    using kvtier::replay::kMiB;
+    steps = kvtier::replay::LlamaCppLike(256 * kMiB, 40 * kMiB, 300 * kMiB);
+    lib_name = "libggml_replay.so";
   } else {
-    fprintf(stderr, "usage: alloc_replay vllm|llamacpp\n");
+    fprintf(stderr, "usage: alloc_replay vllm|llamacpp|llamacpp-small\n");
     return 2;
   }
   // The allocator library sits next to this program.
@@ -49,9 +55,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto alloc = reinterpret_cast<MallocFn>(dlsym(lib, "replay_malloc"));
+  auto alloc_kv = engine == "vllm" ? alloc : reinterpret_cast<MallocFn>(dlsym(lib, "replay_malloc_kv"));
   auto release = reinterpret_cast<FreeFn>(dlsym(lib, "replay_free"));
   auto hint = reinterpret_cast<HintFn>(dlsym(RTLD_DEFAULT, "kvtier_hint"));
-  if (alloc == nullptr || release == nullptr) return 1;
+  if (alloc == nullptr || alloc_kv == nullptr || release == nullptr) return 1;
 
   std::vector<void*> ptrs(steps.size(), nullptr);
   int tiered[5] = {}, total[5] = {};
@@ -63,7 +70,7 @@ int main(int argc, char** argv) {
       ptrs[s.target] = nullptr;
       continue;
     }
-    if (int e = alloc(&ptrs[i], s.bytes); e != 0) {
+    if (int e = (s.role == Role::kKv ? alloc_kv : alloc)(&ptrs[i], s.bytes); e != 0) {
       fprintf(stderr, "alloc_replay: allocation %zu (%llu bytes) failed: %d\n", i,
               static_cast<unsigned long long>(s.bytes), e);
       return 1;

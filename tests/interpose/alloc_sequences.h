@@ -82,12 +82,16 @@ inline std::vector<Step> VllmLike(int layers = 32, uint64_t kv_bytes = 256 * kMi
   return s;
 }
 
-inline std::vector<Step> LlamaCppLike(uint64_t kv_bytes = 1024 * kMiB) {
+// With a small model (weights under 64 MiB), the KV buffer is the first large
+// allocation and the compute buffer the second: LlamaCppLike(256M, 40M, 300M).
+inline std::vector<Step> LlamaCppLike(uint64_t kv_bytes = 1024 * kMiB,
+                                      uint64_t weight_bytes = 4403 * kMiB,
+                                      uint64_t compute_bytes = 560 * kMiB) {
   std::vector<Step> s;
   auto alloc = [&](uint64_t bytes, Role role) { s.push_back({false, bytes, role, -1}); };
-  alloc(4403 * kMiB, Role::kWeight);                     // CUDA0 model buffer
+  alloc(weight_bytes, Role::kWeight);                    // CUDA0 model buffer
   alloc(kv_bytes, Role::kKv);                            // CUDA0 KV buffer (all layers, K and V)
-  alloc(560 * kMiB, Role::kCompute);                     // CUDA0 compute buffer
+  alloc(compute_bytes, Role::kCompute);                  // CUDA0 compute buffer
   for (uint64_t mib : {112, 28, 112, 56, 224, 28, 112})  // pool: dequantised tiles
     alloc(mib * kMiB, Role::kScratch);
   return s;

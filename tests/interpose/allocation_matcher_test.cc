@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "alloc_sequences.h"
 
@@ -102,16 +103,37 @@ struct Tally {
   int Total(Role r) const { return total[static_cast<int>(r)]; }
 };
 
+// The innermost frames above the allocator, by role: llama.cpp allocates its
+// KV buffer under its KV cache's constructor (seen on its CPU build,
+// tests/engines/llama.cpp), its weights under the model loader, its compute
+// buffer under the scheduler; PyTorch's allocator has none of those.
+std::vector<std::string> Stack(Role role, bool llama_cpp) {
+  if (!llama_cpp) return {"_ZN3c104cuda20CUDACachingAllocator6Native", "THPVariable_empty"};
+  switch (role) {
+    case Role::kKv:
+      return {"ggml_backend_buft_alloc_buffer", "ggml_backend_alloc_ctx_tensors_from_buft",
+              "_ZN14llama_kv_cacheC1ERK11llama_modelRK13llama_hparams9ggml_type",
+              "_ZNK11llama_model13create_memoryERK19llama_memory_paramsRK13llama_cparams"};
+    case Role::kWeight:
+      return {"ggml_backend_buft_alloc_buffer", "_ZN11llama_model12load_tensorsER18llama_model_loader"};
+    default:
+      return {"ggml_backend_buft_alloc_buffer", "ggml_gallocr_reserve_n",
+              "ggml_backend_sched_reserve", "_ZN13llama_context13graph_reserveEjjjPK22llama_memory_context_ib"};
+  }
+}
+
 Tally Replay(const char* rule, const std::vector<replay::Step>& steps, const char* lib) {
   auto m = AllocationMatcher::Parse(rule);
   EXPECT_TRUE(m.ok()) << m.status().message();
+  const bool llama_cpp = std::string(lib).find("ggml") != std::string::npos;
   Tally t;
   uint64_t index = 0;
   for (const replay::Step& s : steps) {
     if (s.free) continue;
     const int role = static_cast<int>(s.role);
     ++t.total[role];
-    if (DecideFrom(m.value(), s.bytes, index++, lib).tier) ++t.tiered[role];
+    CallSite site(lib, Stack(s.role, llama_cpp));
+    if (m.value().Decide(s.bytes, index++, site).tier) ++t.tiered[role];
   }
   return t;
 }
@@ -137,12 +159,21 @@ TEST(AllocationMatcher, SizeAloneCatchesVllmWeights) {
 }
 
 TEST(AllocationMatcher, DefaultCatchesLlamaCppKvOnly) {
-  Tally t =
-      Replay(kDefaultRule, replay::LlamaCppLike(), "/opt/llama.cpp/build/bin/libggml-cuda.so");
-  EXPECT_EQ(t.Tiered(Role::kKv), 1);
-  EXPECT_EQ(t.Tiered(Role::kWeight), 0);
-  EXPECT_EQ(t.Tiered(Role::kCompute), 0);
-  EXPECT_EQ(t.Tiered(Role::kScratch), 0);
+  // A large model (weights first) and a small one (weights under 64 MiB: the
+  // KV buffer is then the first large allocation, the compute buffer the
+  // second, which an order-based rule gets wrong).
+  for (const auto& steps : {replay::LlamaCppLike(), replay::LlamaCppLike(256 * kMiB, 40 * kMiB, 300 * kMiB)}) {
+    Tally t = Replay(kDefaultRule, steps, "/opt/llama.cpp/build/bin/libggml-cuda.so");
+    EXPECT_EQ(t.Tiered(Role::kKv), 1);
+    EXPECT_EQ(t.Tiered(Role::kWeight), 0);
+    EXPECT_EQ(t.Tiered(Role::kCompute), 0);
+    EXPECT_EQ(t.Tiered(Role::kScratch), 0);
+  }
+  // What the order-based rule did on the small model.
+  Tally old = Replay("lib~ggml,size>=64M,nth>=1,nth<2",
+                     replay::LlamaCppLike(256 * kMiB, 40 * kMiB, 300 * kMiB), "libggml-cuda.so");
+  EXPECT_EQ(old.Tiered(Role::kKv), 0);
+  EXPECT_EQ(old.Tiered(Role::kCompute), 1);
 }
 
 TEST(AllocationMatcher, EachEnginesAlternativeLeavesTheOtherAlone) {

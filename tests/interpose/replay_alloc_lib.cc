@@ -4,6 +4,9 @@
 // engine's allocations come from (KVTIER_MATCH lib~ terms, verbose logs).
 // The results go through a volatile: a tail call would make the program, not
 // this library, cudaMalloc's caller (kvtier reads the return address).
+// replay_malloc_kv allocates under a constructor named as llama.cpp's KV
+// cache's is (llama_kv_cache::llama_kv_cache), which the default match rule
+// looks for on the call stack (sym~llama_kv_cache).
 #include <cuda_runtime_api.h>
 
 extern "C" __attribute__((visibility("default"))) int replay_malloc(void** p, size_t bytes) {
@@ -13,5 +16,18 @@ extern "C" __attribute__((visibility("default"))) int replay_malloc(void** p, si
 
 extern "C" __attribute__((visibility("default"))) int replay_free(void* p) {
   volatile cudaError_t e = cudaFree(p);
+  return e;
+}
+
+struct __attribute__((visibility("default"))) llama_kv_cache {
+  __attribute__((noinline)) llama_kv_cache(void** p, size_t bytes);
+  volatile int error = 0;
+};
+
+llama_kv_cache::llama_kv_cache(void** p, size_t bytes) { error = replay_malloc(p, bytes); }
+
+extern "C" __attribute__((visibility("default"))) int replay_malloc_kv(void** p, size_t bytes) {
+  llama_kv_cache kv(p, bytes);
+  volatile int e = kv.error;
   return e;
 }
