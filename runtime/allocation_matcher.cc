@@ -8,12 +8,6 @@
 namespace kvtier {
 namespace {
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 constexpr const char* kForm =
     "alternatives joined by ';', each of terms joined by ',' such as size>=64M, index>=8, "
     "lib~ggml, sym~llama_kv_cache, run>=3, nth>=1, nth<2, all, none";
@@ -23,7 +17,7 @@ std::vector<std::string_view> Split(std::string_view text, char sep) {
   std::vector<std::string_view> out;
   for (;;) {
     size_t at = text.find(sep);
-    out.push_back(Trim(text.substr(0, at)));
+    out.push_back(TrimBlanks(text.substr(0, at)));
     if (at == std::string_view::npos) return out;
     text.remove_prefix(at + 1);
   }
@@ -53,7 +47,7 @@ AllocationMatcher& AllocationMatcher::operator=(AllocationMatcher&& other) noexc
 
 Result<AllocationMatcher> AllocationMatcher::Parse(std::string_view text) {
   AllocationMatcher matcher;
-  if (Trim(text).empty()) return Status::Errorf("empty match rule (accepted: %s)", kForm);
+  if (TrimBlanks(text).empty()) return Status::Errorf("empty match rule (accepted: %s)", kForm);
   const std::vector<std::string_view> alternatives = Split(text, ';');
   if (alternatives.size() > kMaxAlternatives) {
     return Status::Errorf("%zu alternatives: at most %zu (accepted: %s)", alternatives.size(),
@@ -76,7 +70,7 @@ Result<AllocationMatcher> AllocationMatcher::Parse(std::string_view text) {
         base += term;
         continue;
       }
-      std::string_view rest = Trim(term.substr(3));
+      std::string_view rest = TrimBlanks(term.substr(3));
       Count c{is_run, Op::kGe, 0};
       if (rest.starts_with(">="))
         c.op = Op::kGe, rest.remove_prefix(2);
@@ -89,7 +83,7 @@ Result<AllocationMatcher> AllocationMatcher::Parse(std::string_view text) {
       else
         return bad(is_run ? "run takes >=" : "nth takes >=, >, <= or <");
       if (is_run && c.op != Op::kGe) return bad("run takes >= (a run of at least N)");
-      rest = Trim(rest);
+      rest = TrimBlanks(rest);
       auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), c.value);
       if (rest.empty() || ec != std::errc() || end != rest.data() + rest.size()) {
         return bad("the value must be a whole number");

@@ -8,12 +8,6 @@
 namespace kvtier {
 namespace {
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 constexpr const char* kForm =
     "terms joined by ',' such as size>=64M, size<1G, index>=8, lib~libtorch, sym~llama_kv_cache, "
     "all, none";
@@ -23,10 +17,10 @@ constexpr const char* kForm =
 Result<MatchRule> MatchRule::Parse(std::string_view text) {
   MatchRule rule;
   std::string_view rest = text;
-  if (Trim(rest).empty()) return Status::Errorf("empty match rule (accepted: %s)", kForm);
+  if (TrimBlanks(rest).empty()) return Status::Errorf("empty match rule (accepted: %s)", kForm);
   for (bool last = false; !last;) {
     size_t comma = rest.find(',');
-    std::string_view term = Trim(rest.substr(0, comma));
+    std::string_view term = TrimBlanks(rest.substr(0, comma));
     last = comma == std::string_view::npos;
     if (!last) rest = rest.substr(comma + 1);
     auto bad = [&](const char* why) {
@@ -43,14 +37,14 @@ Result<MatchRule> MatchRule::Parse(std::string_view text) {
     std::string_view value;
     size_t op_pos = term.find_first_of("<>~");
     if (op_pos == std::string_view::npos) return bad("no operator");
-    name = Trim(term.substr(0, op_pos));
+    name = TrimBlanks(term.substr(0, op_pos));
     std::string_view op_and_value = term.substr(op_pos);
     if (op_and_value.starts_with(">=")) t.op = Op::kGe, value = op_and_value.substr(2);
     else if (op_and_value.starts_with("<=")) t.op = Op::kLe, value = op_and_value.substr(2);
     else if (op_and_value.starts_with(">")) t.op = Op::kGt, value = op_and_value.substr(1);
     else if (op_and_value.starts_with("<")) t.op = Op::kLt, value = op_and_value.substr(1);
     else t.op = Op::kContains, value = op_and_value.substr(1);
-    value = Trim(value);
+    value = TrimBlanks(value);
     if (value.empty()) return bad("missing value");
 
     if (name == "size") {

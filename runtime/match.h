@@ -23,6 +23,14 @@
 
 namespace kvtier {
 
+// `s` without the blanks (spaces, tabs) around it: the rule grammars (this
+// one and allocation_matcher.h's) allow them around terms and values.
+inline std::string_view TrimBlanks(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
 class MatchRule {
  public:
   static Result<MatchRule> Parse(std::string_view text);
