@@ -60,8 +60,14 @@ void SpillPages(Device& device, std::span<const PageRef> pages, uint32_t now_tic
       errors[i] = std::move(results[j]);
       continue;
     }
-    todo[j].region->pages[todo[j].page].last_move = now_tick;
-    outcomes[i] = MoveOutcome::kMoved;
+    PageRecord& rec = todo[j].region->pages[todo[j].page];
+    rec.last_move = now_tick;
+    // A page of zeros the device dropped instead of writing (it is
+    // untouched again) cost no I/O: it is left out of the spill budget and
+    // of the disk's measured rate.
+    outcomes[i] = rec.tier.load(std::memory_order_relaxed) == Tier::kUntouched
+                      ? MoveOutcome::kAlreadyThere
+                      : MoveOutcome::kMoved;
   }
 }
 

@@ -207,5 +207,26 @@ TEST(Mover, SpillsGoAsOneGroupAndAFailureIsReported) {
   EXPECT_NE(failed[0].find("untouched"), std::string::npos);
 }
 
+TEST(Mover, ADroppedZeroPageCostsNoSpillBudget) {
+  std::vector<RegionPtr> regions;
+  auto r = std::make_shared<Region>(1, 0x100000000ull, 3 * kTestPage, kTestPage, "t");
+  for (uint32_t p = 0; p < 3; ++p) r->pages[p].tier = Tier::kHost;
+  regions.push_back(r);
+  InstantDevice device(&regions);
+  device.zero_pages = {1};
+  ManualClock clock;
+  MoverConfig config;
+  config.tick_ns = kTestTickNs;
+  Mover mover(device, clock, config);
+  Decisions d;
+  d.moves = {ToDisk(0), ToDisk(1), ToDisk(2)};
+  MoveReport report = mover.Execute(d, [&](RegionId id) { return id == 1 ? r.get() : nullptr; }, 1);
+  EXPECT_EQ(r->pages[1].tier.load(), Tier::kUntouched);
+  EXPECT_EQ(r->pages[1].last_move, 1u);
+  EXPECT_EQ(report.bytes[kChannelSpill], 2 * kTestPage) << "only the written pages";
+  EXPECT_EQ(report.moves, 2u);
+  EXPECT_EQ(report.failed, 0u);
+}
+
 }  // namespace
 }  // namespace kvtier

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,15 @@ class InstantDevice final : public Device {
     return Flip(region, page, Tier::kDevice, [](Tier t) { return t != Tier::kDevice; });
   }
   Status Spill(Region& region, uint32_t page) override {
+    if (zero_pages.count(page) && region.pages[page].tier.load() == Tier::kHost) {
+      region.pages[page].tier.store(Tier::kUntouched);  // dropped, written nowhere
+      return Status::Ok();
+    }
     return Flip(region, page, Tier::kDisk, [](Tier t) { return t == Tier::kHost; });
   }
+  // Pages that hold zeros: a spill drops them (untouched again), as the
+  // simulated GPU does.
+  std::set<uint32_t> zero_pages;
   uint64_t resident_bytes() const override { return Count(Tier::kDevice) * kTestPage; }
   uint64_t capacity_bytes() const override { return capacity_; }
   void set_capacity(uint64_t bytes) { capacity_ = bytes; }
