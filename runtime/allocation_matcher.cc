@@ -10,7 +10,7 @@ namespace {
 
 constexpr const char* kForm =
     "alternatives joined by ';', each of terms joined by ',' such as size>=64M, index>=8, "
-    "lib~ggml, sym~llama_kv_cache, run>=3, nth>=1, nth<2, all, none";
+    "lib~ggml, sym~llama_kv_cacheC, run>=3, nth>=1, nth<2, all, none";
 
 // Splits on `sep`, keeping empty pieces (they are errors).
 std::vector<std::string_view> Split(std::string_view text, char sep) {

@@ -44,14 +44,17 @@ namespace kvtier {
 // vLLM: runs of at least three equal allocations of 32 MiB or more (its
 // per-layer KV tensors; no two consecutive vLLM weights of that size are
 // equal, fused layers differ in shape, and 32 MiB is above PyTorch's 20 MiB
-// segments, which do repeat). llama.cpp: an allocation of 1 MiB or more made
-// under its KV cache's constructor (llama_kv_cache::llama_kv_cache allocates
-// the one KV buffer of all layers; weights and compute buffers are allocated
-// elsewhere), whatever the model's size and order of allocations. Checked
-// on the real CPU build (tests/engines/llama.cpp: six frames up from the
-// allocation) and on replays; the CUDA build allocates through the same
-// constructor.
-inline constexpr const char* kDefaultRule = "size>=32M,run>=3;sym~llama_kv_cache,size>=1M";
+// segments, which do repeat). llama.cpp: an allocation of 1 MiB or more from
+// libggml made under its KV cache's constructor (llama_kv_cache::
+// llama_kv_cache allocates the one KV buffer of all layers; weights and
+// compute buffers are allocated elsewhere), whatever the model's size and
+// order of allocations. "llama_kv_cacheC" is the constructor in a mangled
+// name (_ZN14llama_kv_cacheC1E...): the cache's other methods, which may
+// allocate compute buffers (a K-shift), do not match. lib~ggml goes first so
+// that other callers cost one dladdr, not a stack walk. Checked on the real
+// CPU build (tests/engines/llama.cpp: six frames up from the allocation) and
+// on replays; the CUDA build allocates through the same constructor.
+inline constexpr const char* kDefaultRule = "size>=32M,run>=3;lib~ggml,sym~llama_kv_cacheC,size>=1M";
 
 class AllocationMatcher {
  public:

@@ -1,7 +1,8 @@
 // CallSite: who made an allocation, as KVTIER_MATCH's lib~ and sym~ terms
 // see it. Looked up only when a rule asks, and only once per allocation:
-// dladdr and a stack walk cost microseconds, so a rule's size terms run
-// first (match.h) and small allocations never pay for them.
+// dladdr and a stack walk cost microseconds to milliseconds (dladdr scans an
+// object's symbols), so a rule's size terms run first (match.h) and small
+// allocations never pay for them.
 // Thread-safety: one thread uses an instance (the allocating one).
 #pragma once
 
@@ -28,9 +29,11 @@ class CallSite {
   // True when one of the first kFrames frames above kvtier's own is in a
   // function whose dynamic symbol name contains `text`. C++ names are
   // mangled, and a mangled name holds its class and function names whole
-  // ("llama_kv_cache" is in "_ZN14llama_kv_cacheC2E..."). A frame in a
-  // function the library does not export takes the name of the nearest
-  // exported symbol before it.
+  // ("llama_kv_cache" is in "_ZN14llama_kv_cacheC2E...", where C marks a
+  // constructor). A frame in a function its object does not export (a
+  // static function, a program linked without -rdynamic) has no name and
+  // matches nothing. Costs a backtrace and a dladdr per frame, and dladdr
+  // scans the symbols of the frame's object: put a cheaper term first.
   bool StackHas(std::string_view text);
   // Lookups made so far (dladdr of the caller, the stack walk): 0 until a
   // term needs one, and always 0 for known values.

@@ -9,7 +9,7 @@ namespace kvtier {
 namespace {
 
 constexpr const char* kForm =
-    "terms joined by ',' such as size>=64M, size<1G, index>=8, lib~libtorch, sym~llama_kv_cache, "
+    "terms joined by ',' such as size>=64M, size<1G, index>=8, lib~libtorch, sym~llama_kv_cacheC, "
     "all, none";
 
 }  // namespace

@@ -152,11 +152,6 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts p
       Log(0, "statistics segment not published: %s", seg.status().message().c_str());
     }
   }
-  Log(1, "started: backend %s, policy %s, device budget %llu bytes, page %llu bytes",
-      rt->device_->kind(), rt->policy_->name(),
-      static_cast<unsigned long long>(rt->device_->capacity_bytes()),
-      static_cast<unsigned long long>(options.page_size));
-  if (options.verbose >= 1) DumpOptions(options, stderr);
   if (parts.start_threads) {
     Status step = CheckStartStep(check, "policy thread");
     if (step.ok()) {
@@ -168,6 +163,11 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts p
     }
     if (!step.ok()) return step;
   }
+  Log(1, "started: backend %s, policy %s, device budget %llu bytes, page %llu bytes",
+      rt->device_->kind(), rt->policy_->name(),
+      static_cast<unsigned long long>(rt->device_->capacity_bytes()),
+      static_cast<unsigned long long>(options.page_size));
+  if (options.verbose >= 1) DumpOptions(options, stderr);
   rt->started_ = true;
   return rt;
 }

@@ -64,7 +64,8 @@ class Runtime : public DeviceEvents {
     // Null: the policy registry (policies/registry.h).
     PolicyFactory policy;
     // Where signals are stamped and ticks read time; null: the monotonic
-    // clock. The policy thread's period is wall time whatever the clock.
+    // clock. Must outlive the runtime. The policy thread's period is wall
+    // time whatever the clock.
     const Clock* clock = nullptr;
     // False leaves the policy thread out, for tests that drive Tick() by hand.
     bool start_threads = true;

@@ -73,6 +73,13 @@ TEST(BenchFlags, HelpAnywhereStoresNothing) {
   EXPECT_TRUE(p.status.ok());
   EXPECT_TRUE(p.help);
   EXPECT_EQ(v.qd, 8);
+  // As a flag's value, "-h" is the value.
+  Values w;
+  const Flags other = MakeFlags(&w);
+  Parsed q = ParseArgs(other, {"--dir", "-h"});
+  EXPECT_TRUE(q.status.ok()) << q.status.message();
+  EXPECT_FALSE(q.help);
+  EXPECT_EQ(w.dir, "-h");
 }
 
 TEST(BenchFlags, EachBadArgumentGetsOneLineNamingIt) {

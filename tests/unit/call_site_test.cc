@@ -69,9 +69,15 @@ TEST(CallSite, SymTermsHoldOnTheStackAndRunAfterTheSizeTerms) {
 
 TEST(CallSite, AMatcherTakesAtMost64Alternatives) {
   std::string rule = "none";
-  for (int i = 1; i < 64; ++i) rule += ";none";
-  EXPECT_TRUE(AllocationMatcher::Parse(rule).ok());
-  Result<AllocationMatcher> m = AllocationMatcher::Parse(rule + ";all");
+  for (int i = 1; i < 63; ++i) rule += ";none";
+  // The 64th alternative (the mask's last bit) decides.
+  Result<AllocationMatcher> last = AllocationMatcher::Parse(rule + ";all");
+  ASSERT_TRUE(last.ok()) << last.status().message();
+  CallSite site("", {});
+  AllocationMatcher::Decision d = last.value().Decide(1, 0, site);
+  EXPECT_TRUE(d.tier);
+  EXPECT_EQ(d.alternative, 63);
+  Result<AllocationMatcher> m = AllocationMatcher::Parse(rule + ";none;all");
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("at most 64"), std::string::npos) << m.status().message();
 }

@@ -110,7 +110,7 @@ TEST(ParseOptions, DefaultsWhenUnset) {
   EXPECT_EQ(o.move_bytes_per_tick, 0u);
   EXPECT_EQ(o.link_bandwidth, 0u);
   EXPECT_EQ(o.link_share, 100);
-  EXPECT_EQ(o.match, "size>=32M,run>=3;sym~llama_kv_cache,size>=1M");
+  EXPECT_EQ(o.match, "size>=32M,run>=3;lib~ggml,sym~llama_kv_cacheC,size>=1M");
   EXPECT_EQ(o.oversubscribe, 0.0);
   EXPECT_EQ(o.verbose, 0);
   EXPECT_TRUE(o.stats);

@@ -64,7 +64,7 @@ Flags& Flags::Integer(const char* name, int64_t min, int64_t max,
     errno = 0;
     const long long n = strtoll(v.c_str(), &end, 10);
     if (v.empty() || *end != '\0' || errno == ERANGE || n < min || n > max) {
-      return max == std::numeric_limits<int32_t>::max()
+      return max >= std::numeric_limits<int32_t>::max()
                  ? Status::Errorf("expected a whole number >= %lld", static_cast<long long>(min))
                  : Status::Errorf("expected a whole number from %lld to %lld",
                                   static_cast<long long>(min), static_cast<long long>(max));
@@ -101,12 +101,16 @@ Flags& Flags::Custom(const char* name, std::function<Status(const std::string&)>
 }
 
 Status Flags::Parse(int argc, char** argv, bool* help) const {
+  // -h or --help where a flag may stand (not as another flag's value) asks
+  // for the usage, wherever it is.
   *help = false;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       *help = true;
       return Status::Ok();
     }
+    const Flag* flag = Find(argv[i]);  // "--flag=value" names no flag: nothing to skip
+    if (flag != nullptr && flag->takes_value) ++i;
   }
   for (int i = 1; i < argc; ++i) {
     std::string name = argv[i];

@@ -96,7 +96,7 @@ Flags MakeFlags(Cli* cli) {
                 w.exponential_think_time = v == "exp";
                 return Status::Ok();
               })
-      .Integer("--seed", &w.seed, 0)
+      .Integer("--seed", &w.seed, 0, std::numeric_limits<int64_t>::max())
       .Integer("--question-len", &w.question_len, 1)
       .Integer("--init-user-id", &w.init_user_id, 0)
       .Switch("--enforce-strict-concurrent-users", &w.strict_concurrent_users)

@@ -137,7 +137,7 @@ bool ParseArgs(int argc, char** argv, Args* a, int* exit_code) {
       .Integer("--qd", &a->qd, 1, 256)
       .Integer("--samples", &a->samples, 1)
       .Integer("--rounds", &a->rounds, 1)
-      .Integer("--seed", &a->seed, 0)
+      .Integer("--seed", &a->seed, 0, std::numeric_limits<int64_t>::max())
       .Switch("--no-faults", &a->faults, false)
       .Switch("--no-fio", &a->fio, false)
       .Switch("--no-device", &a->device, false)

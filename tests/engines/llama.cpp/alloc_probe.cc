@@ -6,8 +6,8 @@
 // 1 MiB) or more writes one line to stderr:
 //   alloc_probe: posix_memalign 4194304 bytes: match 1
 // The engine test runs llama.cpp under it to check that
-// sym~llama_kv_cache finds the KV buffer and nothing else.
-// Rule: KVTIER_PROBE_RULE (default "sym~llama_kv_cache"). Not part of kvtier.
+// lib~ggml,sym~llama_kv_cacheC finds the KV buffer and nothing else.
+// Rule: KVTIER_PROBE_RULE (default "lib~ggml,sym~llama_kv_cacheC"). Not part of kvtier.
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +36,7 @@ __attribute__((constructor)) void Init() {
   ++t_depth;
   const char* rule = getenv("KVTIER_PROBE_RULE");
   kvtier::Result<kvtier::MatchRule> parsed =
-      kvtier::MatchRule::Parse(rule && *rule ? rule : "sym~llama_kv_cache");
+      kvtier::MatchRule::Parse(rule && *rule ? rule : "lib~ggml,sym~llama_kv_cacheC");
   if (!parsed.ok()) {
     fprintf(stderr, "alloc_probe: KVTIER_PROBE_RULE: %s\n", parsed.status().message().c_str());
     _exit(2);
