@@ -159,6 +159,10 @@ TEST_F(SimDiskTest, AZeroPageIsDroppedNotWrittenAndReadsBackAsZeros) {
     bad = CheckPattern(PageBase(r, 2), kPage, 5);
   });
   engine.join();
+  // The handler wakes the engine with a page installed before it frees the
+  // slot and reports the fault: wait for the reports (four first touches,
+  // two zero fills, two restores).
+  ASSERT_TRUE(events_.WaitForFaults(8));
   EXPECT_TRUE(zeros);
   EXPECT_EQ(last, 7);
   EXPECT_EQ(bad, -1) << "first wrong word of the data page";
