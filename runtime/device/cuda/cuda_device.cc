@@ -21,8 +21,11 @@ Result<std::unique_ptr<Device>> MakeCudaDevice(const Options& options, DeviceEve
                                                Counters* counters) {
   Result<cuda::DriverApi> loaded = cuda::DriverApi::Load();
   if (!loaded.ok()) return loaded.status();
-  const cuda::DriverApi& api = loaded.value();
+  return MakeCudaDeviceOn(loaded.value(), options, events, counters);
+}
 
+Result<std::unique_ptr<Device>> MakeCudaDeviceOn(const cuda::DriverApi& api, const Options& options,
+                                                 DeviceEvents* events, Counters* counters) {
   CUresult r = api.cuInit(0);
   if (r != CUDA_SUCCESS) {
     return Status::Errorf("no usable GPU: cuInit failed with %s", api.ErrorName(r));
@@ -36,9 +39,15 @@ Result<std::unique_ptr<Device>> MakeCudaDevice(const Options& options, DeviceEve
       (r = api.cuDeviceGet(&device, 0)) != CUDA_SUCCESS) {
     return Status::Errorf("no usable GPU: cuDeviceGet(0) failed with %s", api.ErrorName(r));
   }
+  // An attribute the driver cannot report counts as absent.
   int managed = 0, concurrent = 0;
-  api.cuDeviceGetAttribute(&managed, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, device);
-  api.cuDeviceGetAttribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, device);
+  if (api.cuDeviceGetAttribute(&managed, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, device) != CUDA_SUCCESS) {
+    managed = 0;
+  }
+  if (api.cuDeviceGetAttribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
+                               device) != CUDA_SUCCESS) {
+    concurrent = 0;
+  }
   if (!managed || !concurrent) {
     return Status::Errorf(
         "GPU %d has no concurrent managed memory access (prefetch and advice need a Pascal or "
@@ -51,7 +60,7 @@ Result<std::unique_ptr<Device>> MakeCudaDevice(const Options& options, DeviceEve
                           static_cast<int>(device), api.ErrorName(r));
   }
   size_t free_bytes = 0, total = 0;
-  if (api.cuCtxPushCurrent(context) == CUDA_SUCCESS) {
+  if ((r = api.cuCtxPushCurrent(context)) == CUDA_SUCCESS) {
     r = api.cuMemGetInfo(&free_bytes, &total);
     CUcontext popped;
     api.cuCtxPopCurrent(&popped);

@@ -19,4 +19,12 @@ namespace kvtier {
 Result<std::unique_ptr<Device>> MakeCudaDevice(const Options& options, DeviceEvents* events,
                                                Counters* counters);
 
+namespace cuda {
+struct DriverApi;
+}
+// The same on a driver already loaded (tests hand in a fake one). A failure
+// releases whatever it retained.
+Result<std::unique_ptr<Device>> MakeCudaDeviceOn(const cuda::DriverApi& api, const Options& options,
+                                                 DeviceEvents* events, Counters* counters);
+
 }  // namespace kvtier
