@@ -61,7 +61,9 @@ Result<MatchRule> MatchRule::Parse(std::string_view text) {
       t.field = Field::kIndex;
       t.value = v;
     } else if (name == "lib" || name == "sym") {
-      if (t.op != Op::kContains) return bad(name == "lib" ? "lib takes ~ (contains)" : "sym takes ~ (contains)");
+      if (t.op != Op::kContains) {
+        return bad(name == "lib" ? "lib takes ~ (contains)" : "sym takes ~ (contains)");
+      }
       t.field = name == "lib" ? Field::kLib : Field::kSym;
       t.text = std::string(value);
       rule.needs_caller_ = true;

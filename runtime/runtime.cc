@@ -48,9 +48,11 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts p
   const StartStepCheck& check = parts.check_step;
   PolicySettings settings;
   settings.predict = options.predict;
-  std::unique_ptr<Policy> policy;
-  if (Status s = CheckStartStep(check, "policy"); !s.ok()) return s.Annotate("KVTIER_POLICY=" + options.policy);
-  policy = parts.policy ? parts.policy(options.policy, settings) : MakePolicy(options.policy, settings);
+  if (Status s = CheckStartStep(check, "policy"); !s.ok()) {
+    return s.Annotate("KVTIER_POLICY=" + options.policy);
+  }
+  std::unique_ptr<Policy> policy = parts.policy ? parts.policy(options.policy, settings)
+                                                : MakePolicy(options.policy, settings);
   if (!policy) return Status::Errorf("KVTIER_POLICY=%s: unknown policy", options.policy.c_str());
   Result<AllocationMatcher> match = AllocationMatcher::Parse(options.match);
   if (!match.ok()) return match.status().Annotate("KVTIER_MATCH=" + EchoValue(options.match));

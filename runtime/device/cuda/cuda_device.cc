@@ -41,7 +41,8 @@ Result<std::unique_ptr<Device>> MakeCudaDeviceOn(const cuda::DriverApi& api, con
   }
   // An attribute the driver cannot report counts as absent.
   int managed = 0, concurrent = 0;
-  if (api.cuDeviceGetAttribute(&managed, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, device) != CUDA_SUCCESS) {
+  if (api.cuDeviceGetAttribute(&managed, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, device) !=
+      CUDA_SUCCESS) {
     managed = 0;
   }
   if (api.cuDeviceGetAttribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
