@@ -52,7 +52,7 @@ namespace kvtier {
 // name (_ZN14llama_kv_cacheC1E...): the cache's other methods, which may
 // allocate compute buffers (a K-shift), do not match. lib~ggml goes first so
 // that other callers cost one dladdr, not a stack walk. Checked on the real
-// CPU build (tests/engines/llama.cpp: six frames up from the allocation) and
+// CPU build (tests/engines/llama.cpp, well within CallSite::kFrames) and
 // on replays; the CUDA build allocates through the same constructor.
 inline constexpr const char* kDefaultRule = "size>=32M,run>=3;lib~ggml,sym~llama_kv_cacheC,size>=1M";
 

@@ -1,7 +1,7 @@
 // CallSite: who made an allocation, as KVTIER_MATCH's lib~ and sym~ terms
 // see it. Looked up only when a rule asks, and only once per allocation:
-// dladdr and a stack walk cost microseconds to milliseconds (dladdr scans an
-// object's symbols), so a rule's size terms run first (match.h) and small
+// dladdr scans an object's symbols and a stack walk does that per frame,
+// so a rule's size terms run first (match.h) and small
 // allocations never pay for them.
 // Thread-safety: one thread uses an instance (the allocating one).
 #pragma once

@@ -43,12 +43,13 @@ Flags& Flags::Text(const char* name, std::string* out) {
   });
 }
 
-Flags& Flags::Choice(const char* name, std::string* out, std::vector<std::string> choices) {
-  return Add(name, true, [out, choices = std::move(choices)](const std::string& v) {
+Flags& Flags::Choice(const char* name, std::vector<std::string> choices,
+                     std::function<void(const std::string&)> set) {
+  return Add(name, true, [choices = std::move(choices), set = std::move(set)](const std::string& v) {
     std::string list;
     for (const std::string& c : choices) {
       if (c == v) {
-        *out = v;
+        set(v);
         return Status::Ok();
       }
       list += (list.empty() ? "" : ", ") + c;

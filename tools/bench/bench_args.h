@@ -31,8 +31,12 @@ class Flags {
   Flags& Switch(const char* name, bool* out, bool value = true);
   // Any text but the empty one.
   Flags& Text(const char* name, std::string* out);
-  // One of `choices`, as written.
-  Flags& Choice(const char* name, std::string* out, std::vector<std::string> choices);
+  // One of `choices`, as written; `set` gets it.
+  Flags& Choice(const char* name, std::vector<std::string> choices,
+                std::function<void(const std::string&)> set);
+  Flags& Choice(const char* name, std::string* out, std::vector<std::string> choices) {
+    return Choice(name, std::move(choices), [out](const std::string& v) { *out = v; });
+  }
   // A whole number in [min, max].
   Flags& Integer(const char* name, int64_t min, int64_t max, std::function<void(int64_t)> set);
   template <typename T>

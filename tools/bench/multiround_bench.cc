@@ -90,12 +90,8 @@ Flags MakeFlags(Cli* cli) {
       .Number("--qps", &w.qps)
       .Number("--time", &w.time_s)
       .Number("--warmup", &w.warmup_s)
-      .Custom("--think-time",
-              [&w](const std::string& v) {
-                if (v != "fixed" && v != "exp") return Status::Error("use fixed or exp");
-                w.exponential_think_time = v == "exp";
-                return Status::Ok();
-              })
+      .Choice("--think-time", {"fixed", "exp"},
+              [&w](const std::string& v) { w.exponential_think_time = v == "exp"; })
       .Integer("--seed", &w.seed, 0, std::numeric_limits<int64_t>::max())
       .Integer("--question-len", &w.question_len, 1)
       .Integer("--init-user-id", &w.init_user_id, 0)
@@ -109,12 +105,8 @@ Flags MakeFlags(Cli* cli) {
       .Integer("--max-num-batched-tokens", &o.engine.max_batched_tokens, 1)
       .Custom("--systems", list(&cli->systems))
       .Text("--hints-policy", &o.hints_policy)
-      .Custom("--admission",
-              [&o](const std::string& v) {
-                if (v != "device" && v != "pool") return Status::Error("use device or pool");
-                o.device_fit_admission = v == "device";
-                return Status::Ok();
-              })
+      .Choice("--admission", {"device", "pool"},
+              [&o](const std::string& v) { o.device_fit_admission = v == "device"; })
       .Size("--page-size", &o.page_size, 1)
       .Integer("--tick-ms", 1, 1'000'000,
                [&o](int64_t ms) { o.tick.tick_ns = static_cast<uint64_t>(ms) * 1'000'000; })
