@@ -1,6 +1,7 @@
 // AllocationMatcher: parser and evaluator (grammar in allocation_matcher.h).
 #include "runtime/allocation_matcher.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "runtime/units.h"
@@ -43,6 +44,12 @@ AllocationMatcher& AllocationMatcher::operator=(AllocationMatcher&& other) noexc
   bases_ = std::move(other.bases_);
   needs_caller_ = other.needs_caller_;
   return *this;
+}
+
+uint64_t AllocationMatcher::min_size() const {
+  uint64_t least = UINT64_MAX;
+  for (const MatchRule& base : bases_) least = std::min(least, base.MinSize());
+  return least;
 }
 
 Result<AllocationMatcher> AllocationMatcher::Parse(std::string_view text) {

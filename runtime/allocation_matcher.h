@@ -77,6 +77,8 @@ class AllocationMatcher {
   // records it in every alternative's runs and ranks.
   Decision Decide(uint64_t size, uint64_t index, CallSite& caller);
   bool needs_caller() const { return needs_caller_; }
+  // The smallest size any alternative can match (MatchRule::MinSize).
+  uint64_t min_size() const;
   size_t alternatives() const {
     MutexLock lock(&mu_);
     return alternatives_.size();

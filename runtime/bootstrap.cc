@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -15,6 +16,7 @@
 #include "runtime/runtime.h"
 #include "runtime/storage/fault_env.h"
 #include "runtime/units.h"
+#include "runtime/va_range.h"
 #ifdef KVTIER_HAVE_CUDA
 #include "runtime/device/cuda/cuda_device.h"
 #endif
@@ -31,6 +33,15 @@ std::atomic<bool> g_init_done{false};
 
 void ShutdownAtExit() {
   if (Runtime* rt = g_runtime.load(std::memory_order_acquire)) rt->Shutdown();
+}
+
+// The backend's fork steps around the child's reset (Device::BeforeFork).
+void PrepareFork() {
+  if (Runtime* rt = g_runtime.load(std::memory_order_acquire)) rt->device().BeforeFork();
+}
+
+void AfterForkInParent() {
+  if (Runtime* rt = g_runtime.load(std::memory_order_acquire)) rt->device().AfterForkInParent();
 }
 
 void ResetInChild() {
@@ -53,6 +64,46 @@ Runtime* StartSim(const Options& options) {
   auto created = Runtime::Create(effective, std::move(parts));
   if (created.ok()) return created.value().release();
   Log(0, "cannot start the simulated GPU: %s; running without kvtier",
+      created.status().message().c_str());
+  return nullptr;
+}
+
+// The runtime of KVTIER_BACKEND=host: the data-backed device tiers heap
+// blocks of a CPU engine. Its "device" is the blocks' resident memory and its
+// "host" tier the pages unmapped on their way to SSD, so together they stay
+// within KVTIER_HOST_BUDGET; the views go in the process's VaRange, which the
+// free() hook tests.
+Runtime* StartHost(const Options& options) {
+  const uint64_t page = options.page_size;
+  const uint64_t budget = options.host_budget ? options.host_budget : PhysicalMemory() / 2;
+  const uint64_t staging = std::max<uint64_t>(budget / 8 / page, 1) * page;
+  if (budget < staging + 2 * page) {
+    Log(0, "KVTIER_BACKEND=host: KVTIER_HOST_BUDGET=%s is too small for pages of %s (it needs "
+        "at least %s); running without kvtier",
+        FormatBytes(budget).c_str(), FormatBytes(page).c_str(),
+        FormatBytes(staging + 2 * page).c_str());
+    return nullptr;
+  }
+  if (options.disk_budget == 0) {
+    Log(0, "KVTIER_BACKEND=host with KVTIER_DISK_BUDGET=0: there is no disk tier, so tiered "
+        "blocks stay in memory (set KVTIER_DISK_BUDGET to spill them to SSD)");
+  }
+  Options effective = options;
+  effective.device_budget = budget - staging;
+  effective.host_budget = staging;
+  // Room for every block kvtier can back, twice over (alignment, reuse).
+  const uint64_t backed = budget + options.disk_budget;
+  const uint64_t reserve = std::min<uint64_t>(2 * backed + (1ull << 30), 1ull << 46);
+  if (Status s = VaRange::Process().Reserve(reserve); !s.ok()) {
+    Log(0, "cannot start the host backend: %s; running without kvtier", s.message().c_str());
+    return nullptr;
+  }
+  Runtime::Parts parts;
+  parts.data_kind = "host";
+  parts.data_range = &VaRange::Process();
+  auto created = Runtime::Create(effective, std::move(parts));
+  if (created.ok()) return created.value().release();
+  Log(0, "cannot start the host backend: %s; running without kvtier",
       created.status().message().c_str());
   return nullptr;
 }
@@ -106,7 +157,7 @@ const Options& Runtime::ProcessOptions() {
       _exit(2);
     }
     g_log_level.store(static_cast<int>(parsed.value().verbose), std::memory_order_relaxed);
-    pthread_atfork(nullptr, nullptr, ResetInChild);
+    pthread_atfork(PrepareFork, AfterForkInParent, ResetInChild);
     return std::move(parsed).value();
   }();
   return options;
@@ -120,6 +171,8 @@ Runtime* Runtime::Get() {
   Runtime* rt = nullptr;
   if (options.backend == "sim") {
     rt = StartSim(options);
+  } else if (options.backend == "host") {
+    rt = StartHost(options);
   } else if (options.backend != "off") {
     rt = StartCuda(options);
   }

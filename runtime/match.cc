@@ -1,6 +1,7 @@
 // MatchRule: parser and evaluator of KVTIER_MATCH (grammar in match.h).
 #include "runtime/match.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "runtime/units.h"
@@ -104,6 +105,17 @@ bool MatchRule::Matches(uint64_t size, uint64_t index, CallSite& caller) const {
     }
   }
   return true;
+}
+
+uint64_t MatchRule::MinSize() const {
+  uint64_t least = 0;
+  for (const Term& t : terms_) {
+    if (t.field == Field::kNone) return UINT64_MAX;
+    if (t.field != Field::kSize) continue;
+    if (t.op == Op::kGe) least = std::max(least, t.value);
+    if (t.op == Op::kGt) least = std::max(least, t.value == UINT64_MAX ? UINT64_MAX : t.value + 1);
+  }
+  return least;
 }
 
 }  // namespace kvtier

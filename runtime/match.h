@@ -36,6 +36,10 @@ class MatchRule {
   static Result<MatchRule> Parse(std::string_view text);
   bool Matches(uint64_t size, uint64_t index, CallSite& caller) const;
   bool needs_caller() const { return needs_caller_; }
+  // The smallest size an allocation may have and match (its size>= and
+  // size> terms; UINT64_MAX for `none`): smaller ones can be turned away
+  // before anything else is looked at.
+  uint64_t MinSize() const;
 
  private:
   enum class Field { kSize, kIndex, kLib, kSym, kAll, kNone };

@@ -14,6 +14,7 @@
 #include "policies/registry.h"
 #include "runtime/clock.h"
 #include "runtime/device/sim/sim_device.h"
+#include "runtime/internal_thread.h"
 #include "runtime/log.h"
 #include "runtime/mover.h"
 #include "runtime/signal_apply.h"
@@ -36,13 +37,13 @@ std::string ProgramName() {
   return slash ? slash + 1 : buf;
 }
 
+}  // namespace
+
 uint64_t PhysicalMemory() {
   long pages = sysconf(_SC_PHYS_PAGES);
   long page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
 }
-
-}  // namespace
 
 Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts parts) {
   const StartStepCheck& check = parts.check_step;
@@ -106,6 +107,8 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts p
     config.events = rt.get();
     config.counters = &rt->counters_;
     config.check_step = check;
+    config.kind = parts.data_kind;
+    config.range = parts.data_range;
     auto sim = SimDevice::Create(config);
     if (!sim.ok()) return sim.status();
     device = std::move(sim).value();
@@ -342,6 +345,7 @@ void Runtime::Tick() {
 }
 
 void Runtime::PolicyLoop() {
+  MarkKvtierThread();
   pthread_setname_np(pthread_self(), "kvtier-policy");
   MutexLock lock(&stop_mu_);
   // Ticks start every period, however long one takes (a late one starts at
@@ -447,6 +451,11 @@ std::string Runtime::SummaryText() {
            (unsigned long long)g(c.policy_ticks), double(g(c.policy_ns)) / 1e6,
            (unsigned long long)g(c.signals), (unsigned long long)g(c.signals_dropped));
   out += buf;
+  if (g(c.bad_frees) != 0) {
+    snprintf(buf, sizeof buf, "  bad frees         %llu (unknown pointers, or freed twice)\n",
+             (unsigned long long)g(c.bad_frees));
+    out += buf;
+  }
   return out;
 }
 

@@ -23,7 +23,6 @@
 #include "runtime/clock.h"
 #include "runtime/counters.h"
 #include "runtime/device/device.h"
-#include "runtime/allocation_matcher.h"
 #include "runtime/mutex.h"
 #include "runtime/options.h"
 #include "runtime/page_table.h"
@@ -38,6 +37,10 @@ namespace kvtier {
 class StatsSegment;
 class FaultEnv;
 class SpillStore;
+class VaRange;
+
+// Bytes of physical memory (0 if unknown): what automatic host budgets halve.
+uint64_t PhysicalMemory();
 
 class Runtime : public DeviceEvents {
  public:
@@ -61,6 +64,10 @@ class Runtime : public DeviceEvents {
     // Null: the data-backed simulated GPU with options.device_budget as its
     // capacity, and the disk tier when options.disk_budget > 0.
     DeviceFactory device;
+    // The data-backed device's kind and where it places engine views:
+    // KVTIER_BACKEND=host makes it "host", in the process's VaRange.
+    const char* data_kind = "sim";
+    VaRange* data_range = nullptr;
     // Null: the policy registry (policies/registry.h).
     PolicyFactory policy;
     // Where signals are stamped and ticks read time; null: the monotonic

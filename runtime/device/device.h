@@ -69,8 +69,14 @@ class Device {
   };
   virtual LinkRates link_rates() const { return {}; }
 
-  // Called in the child after fork(): the parent's threads are gone and a
-  // lock may have been held at fork time, so the backend refuses further use.
+  // fork(), in three steps (pthread_atfork's): BeforeFork in the parent
+  // before it forks, AfterForkInParent in the parent once fork returns, and
+  // AfterForkInChild in the child. The parent's threads are gone in the
+  // child and a lock may have been held at fork time, so the backend then
+  // refuses further use. A backend whose memory the child must not share
+  // (the host backend) gives the child private copies in between.
+  virtual void BeforeFork() {}
+  virtual void AfterForkInParent() {}
   virtual void AfterForkInChild() {}
 
   // Bytes of tiered pages resident on the device, and the most allowed.

@@ -4,12 +4,15 @@
 #include "runtime/storage/spill_store.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 
 #include "runtime/log.h"
+#include "runtime/storage/checksum.h"
 #include "runtime/storage/spill_batch.h"
 #include "runtime/units.h"
 
@@ -207,6 +210,30 @@ Status SpillStore::Read(uint32_t slot, void* dst, size_t len, uint64_t expected_
   ReleaseSyncBatch(std::move(b));
   if (failure) *failure = done[0].failure;
   return done[0].status;
+}
+
+Status SpillStore::ReadInForkChild(uint32_t slot, void* dst, uint64_t expected_checksum) const {
+  const size_t len = config_.page_size;
+  size_t done = 0;
+  while (done < len) {
+    const ssize_t n = pread(fd_, static_cast<uint8_t*>(dst) + done, len - done,
+                            static_cast<off_t>(SlotOffset(slot) + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return Status::Errorf("reading slot %u of the spill file: %s", slot,
+                            n < 0 ? strerror(errno) : "short read");
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (PageChecksum(dst, len) != expected_checksum) {
+    return Status::Errorf("slot %u of the spill file does not match its checksum", slot);
+  }
+  return Status::Ok();
+}
+
+void SpillStore::CloseInForkChild() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
 }
 
 std::unique_ptr<SpillBatch> SpillStore::AcquireSyncBatch(Status* error) {

@@ -116,6 +116,16 @@ class SpillStore {
   // Returns the slot to the free list. The next Write may reuse it.
   void Free(uint32_t slot);
 
+  // In a fork child only, before CloseInForkChild: reads a whole page of
+  // `slot` into page-aligned dst with pread (the parent's io_uring queues
+  // and locks are not the child's to use) and verifies the checksum. Takes
+  // no lock and allocates nothing; the caller keeps the parent from reusing
+  // the slot meanwhile.
+  Status ReadInForkChild(uint32_t slot, void* dst, uint64_t expected_checksum) const;
+  // In a fork child: closes the child's descriptor of the spill file, so a
+  // long-lived child holds none of the parent's disk space.
+  void CloseInForkChild();
+
   // A pipelined batch with queue_depth requests in flight, for the mover.
   Result<std::unique_ptr<SpillBatch>> NewBatch();
 

@@ -1,8 +1,9 @@
 # ctest preload_exports: what libkvtier.so exports and what a CUDA 13 program
 # imports.
 #   cmake -DNM=nm -DLIB=libkvtier.so -DPROBE=cudart_probe -P check_exports.cmake
-# 1. libkvtier.so defines only CUDA runtime and driver hooks, dlsym and
-#    kvtier_* in its dynamic symbol table; runtime hooks with the CUDA 13 ABI
+# 1. libkvtier.so defines only CUDA runtime and driver hooks, dlsym, the
+#    heap functions of the host backend and kvtier_* in its dynamic symbol
+#    table; runtime hooks with the CUDA 13 ABI
 #    carry @@libcudart.so.13, the others (and every driver hook) no version
 #    at all.
 # 2. The probe (linked against the real libcudart.so.13) imports versioned
@@ -24,17 +25,18 @@ foreach(line ${lines})
   if(sym MATCHES "^(libcudart\\.so\\.13(@@libcudart\\.so\\.13)?|__bss_start|_edata|_end)$")
     continue()
   endif()
-  if(NOT sym MATCHES "^(cuda[A-Za-z0-9_]+(@@libcudart\\.so\\.13)?|cu[A-Z][A-Za-z0-9_]+|dlsym|kvtier_[a-z_]+)$")
+  if(NOT sym MATCHES "^(cuda[A-Za-z0-9_]+(@@libcudart\\.so\\.13)?|cu[A-Z][A-Za-z0-9_]+|dlsym|kvtier_[a-z_]+|malloc|free|calloc|realloc|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|malloc_usable_size)$")
     list(APPEND bad "${sym}")
   endif()
 endforeach()
 if(bad)
-  message(FATAL_ERROR "libkvtier.so exports symbols that are neither CUDA hooks, dlsym nor kvtier_*: ${bad}")
+  message(FATAL_ERROR "libkvtier.so exports symbols that are neither CUDA hooks, dlsym, heap functions nor kvtier_*: ${bad}")
 endif()
 foreach(expected " T cudaMalloc\n" " T cudaFree\n" " T cudaMemPrefetchAsync@@libcudart.so.13\n"
                  " T cudaMemAdvise@@libcudart.so.13\n" " T cudaGetDeviceProperties@@libcudart.so.13\n"
                  " T cuMemAlloc_v2\n" " T cuGetProcAddress\n" " T cuGetProcAddress_v2\n"
-                 " T cuLaunchKernel_ptsz\n" " T dlsym\n" " T kvtier_hint\n")
+                 " T cuLaunchKernel_ptsz\n" " T dlsym\n" " T kvtier_hint\n" " T malloc\n" " T free\n"
+                 " T posix_memalign\n")
   string(FIND "${lib_syms}" "${expected}" at)
   if(at EQUAL -1)
     string(STRIP "${expected}" what)

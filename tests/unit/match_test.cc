@@ -42,6 +42,20 @@ TEST(MatchRule, Table) {
   }
 }
 
+TEST(MatchRule, MinSizeIsTheLargestLowerBoundOfItsSizeTerms) {
+  auto min = [](const char* text) {
+    Result<MatchRule> r = MatchRule::Parse(text);
+    EXPECT_TRUE(r.ok()) << text;
+    return r.ok() ? r.value().MinSize() : 0;
+  };
+  EXPECT_EQ(min("all"), 0u);
+  EXPECT_EQ(min("size>=1M"), uint64_t{1} << 20);
+  EXPECT_EQ(min("size>4096"), 4097u);
+  EXPECT_EQ(min("size>=1M,size>=64M,lib~ggml"), uint64_t{64} << 20);
+  EXPECT_EQ(min("size<=1G,index>=3"), 0u) << "upper bounds and indexes set no minimum";
+  EXPECT_EQ(min("none"), UINT64_MAX);
+}
+
 TEST(MatchRule, NeedsCallerOnlyForLibTerms) {
   EXPECT_FALSE(MatchRule::Parse("size>=1M").value().needs_caller());
   EXPECT_TRUE(MatchRule::Parse("size>=1M,lib~torch").value().needs_caller());
@@ -78,6 +92,16 @@ TEST(MatchDefault, OptionTableUsesTheDocumentedDefaultRule) {
     }
   }
   FAIL() << "no match row in the option table";
+}
+
+// The host backend's heap hooks turn away blocks below this before anything
+// else is looked at: the smallest minimum of the alternatives.
+TEST(MatchDefault, TheMatcherMinimumIsTheLeastOfItsAlternatives) {
+  EXPECT_EQ(AllocationMatcher::Parse(kDefaultRule).value().min_size(), uint64_t{1} << 20);
+  EXPECT_EQ(AllocationMatcher::Parse("size>=8M;size>=2M,lib~x").value().min_size(),
+            uint64_t{2} << 20);
+  EXPECT_EQ(AllocationMatcher::Parse("size>=8M;all").value().min_size(), 0u);
+  EXPECT_EQ(AllocationMatcher::Parse("none").value().min_size(), UINT64_MAX);
 }
 
 // Found by the match fuzz target: a long term of control and high bytes

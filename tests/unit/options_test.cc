@@ -447,7 +447,7 @@ TEST(OptionsMarkdownTable, OneRowPerOptionInTableOrder) {
       EXPECT_FALSE(line[j] == '<' && !in_code && (j == 0 || line[j - 1] != '\\')) << line;
     }
   }
-  EXPECT_NE(OptionsMarkdownTable().find("| `KVTIER_BACKEND` | `auto` | auto\\|cuda\\|sim\\|off | "),
+  EXPECT_NE(OptionsMarkdownTable().find("| `KVTIER_BACKEND` | `auto` | auto\\|cuda\\|sim\\|host\\|off | "),
             std::string::npos);
 }
 

@@ -6,6 +6,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/device/cuda/uvm_region.h"
+#include "runtime/internal_thread.h"
 #include "runtime/log.h"
 #include "runtime/units.h"
 
@@ -44,7 +45,10 @@ Result<std::unique_ptr<UvmDevice>> UvmDevice::Create(UvmDeviceConfig config) {
     if (!first.ok()) return first.status();
   }
   UvmDevice* raw = dev.get();
-  dev->maintenance_ = std::make_unique<std::thread>([raw] { raw->MaintenanceLoop(); });
+  dev->maintenance_ = std::make_unique<std::thread>([raw] {
+    MarkKvtierThread();
+    raw->MaintenanceLoop();
+  });
   return dev;
 }
 

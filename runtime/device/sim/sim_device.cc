@@ -2,6 +2,7 @@
 // eviction (see sim_device.h). The fault threads live in sim_fault_loop.cc.
 #include "runtime/device/sim/sim_device.h"
 
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <utility>
 
 #include "runtime/log.h"
+#include "runtime/va_range.h"
 
 namespace kvtier {
 namespace {
@@ -42,7 +44,8 @@ Result<std::unique_ptr<SimDevice>> SimDevice::Create(const SimDeviceConfig& conf
   std::unique_ptr<SimDevice> device(new SimDevice(config, std::move(uffd).value(), stop_fd));
   Status started = device->StartThreads(config.fault_threads, config.check_step);
   if (!started.ok()) return started.Annotate("simulated GPU");
-  Log(1, "simulated GPU: capacity %llu bytes, %d fault threads, userfaultfd from %s, disk tier %s",
+  Log(1, "%s: capacity %llu bytes, %d fault threads, userfaultfd from %s, disk tier %s",
+      device->range_ ? "host backend (resident heap blocks)" : "simulated GPU",
       static_cast<unsigned long long>(config.capacity_bytes), config.fault_threads,
       device->uffd_.origin(), config.store ? config.store->io_mode() : "off");
   return device;
@@ -50,6 +53,8 @@ Result<std::unique_ptr<SimDevice>> SimDevice::Create(const SimDeviceConfig& conf
 
 SimDevice::SimDevice(const SimDeviceConfig& config, UserFaultFd uffd, int stop_fd)
     : capacity_(config.capacity_bytes),
+      kind_(config.kind ? config.kind : "sim"),
+      range_(config.range),
       fault_threads_(config.fault_threads),
       copy_fill_(config.copy_fill),
       events_(config.events),
@@ -76,7 +81,81 @@ SimDevice::~SimDevice() {
   if (zero_src_) munmap(zero_src_, zero_src_bytes_);
 }
 
-void SimDevice::AfterForkInChild() { forked_.store(true); }
+void SimDevice::BeforeFork() NO_THREAD_SAFETY_ANALYSIS {
+  if (range_ == nullptr || forked_.load()) return;
+  mu_.Lock();  // held across fork; released in AfterForkInParent and in the child
+  if (pipe2(fork_pipe_, O_CLOEXEC) != 0) fork_pipe_[0] = fork_pipe_[1] = -1;
+}
+
+void SimDevice::AfterForkInParent() NO_THREAD_SAFETY_ANALYSIS {
+  if (range_ == nullptr || forked_.load()) return;
+  if (fork_pipe_[0] >= 0) {
+    close(fork_pipe_[1]);
+    // A byte once the child has its copies; end of file if it died first
+    // (or fork failed: then nobody else holds the write end).
+    char byte;
+    while (read(fork_pipe_[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    close(fork_pipe_[0]);
+    fork_pipe_[0] = fork_pipe_[1] = -1;
+  }
+  mu_.Unlock();
+}
+
+void SimDevice::AfterForkInChild() NO_THREAD_SAFETY_ANALYSIS {
+  const bool was_forked = forked_.exchange(true);
+  if (range_ == nullptr || was_forked) return;
+  CopyBlocksInForkChild();
+  mu_.Unlock();
+  if (fork_pipe_[1] >= 0) {
+    while (write(fork_pipe_[1], "x", 1) < 0 && errno == EINTR) {
+    }
+    close(fork_pipe_[1]);
+    close(fork_pipe_[0]);
+  }
+}
+
+void SimDevice::CopyBlocksInForkChild() {
+  for (const auto& [base, r] : *by_base_) {
+    const size_t bytes = r->views.bytes;
+    const size_t page_size = r->region->page_size;
+    void* copy = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy == MAP_FAILED) {
+      Log(0, "fork child: no memory for a private copy of a tiered block (%zu bytes at %p): %s; "
+          "stopping the child",
+          bytes, reinterpret_cast<void*>(base), strerror(errno));
+      _exit(70);
+    }
+    auto* dst = static_cast<uint8_t*>(copy);
+    for (uint32_t p = 0; p < r->region->pages.size(); ++p) {
+      const PageRecord& rec = r->region->pages[p];
+      const size_t off = size_t{p} * page_size;
+      const Tier tier = rec.tier.load(std::memory_order_relaxed);
+      if (r->degraded || tier == Tier::kDevice || tier == Tier::kHost) {
+        memcpy(dst + off, r->views.alias + off, page_size);
+      } else if (tier == Tier::kDisk) {
+        Status read = store_->ReadInForkChild(rec.disk_slot, dst + off, rec.checksum);
+        if (!read.ok()) {
+          // Never hand on bytes that may be wrong: the child stops.
+          Log(0, "fork child: page %u of a tiered block at %p: %s; stopping the child", p,
+              reinterpret_cast<void*>(base), read.message().c_str());
+          _exit(70);
+        }
+      }  // kUntouched: zeros, as the fresh mapping is
+    }
+    // The copy takes the engine view's place (and its address).
+    if (mremap(copy, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, r->views.engine) == MAP_FAILED) {
+      Log(0, "fork child: cannot put the private copy of a tiered block at %p: %s; stopping the "
+          "child",
+          reinterpret_cast<void*>(base), strerror(errno));
+      _exit(70);
+    }
+    munmap(r->views.alias, bytes);
+    close(r->views.memfd);
+    range_->AdoptPlain(base, bytes);
+  }
+  if (store_) store_->CloseInForkChild();
+}
 
 Status SimDevice::Usable() const {
   if (forked_.load(std::memory_order_relaxed)) {
@@ -106,7 +185,7 @@ Result<RegionPtr> SimDevice::CreateRegion(RegionId id, size_t bytes, size_t page
     return Status::Errorf("simulated GPU: region %u of %zu bytes: size out of range", id, bytes);
   }
   const size_t whole = pages * page_size;
-  Result<ShmViews> views = ShmViews::Create(whole, page_size, "kvtier:" + tag);
+  Result<ShmViews> views = ShmViews::Create(whole, page_size, "kvtier:" + tag, range_);
   if (!views.ok()) return views.status().Annotate("simulated GPU: region " + std::to_string(id));
 
   auto sim = std::make_unique<SimRegion>();

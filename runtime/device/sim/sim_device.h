@@ -35,12 +35,26 @@
 // restored_* and disk_used_bytes; the device moves host_used_bytes.
 //
 // Fork: the child inherits the views but not the userfaultfd registration
-// (no UFFD_FEATURE_EVENT_FORK) nor the handler threads: its touches map the
-// shared memfd pages directly (it sees and shares the parent's bytes; no
-// residency is enforced; spilled pages read as zeros). The child must call
+// (no UFFD_FEATURE_EVENT_FORK) nor the handler threads. The child must call
 // AfterForkInChild(); the device then refuses every operation, and its
 // destructor frees nothing (a parent thread may have been mid-change when
-// fork copied the memory; exit or exec reclaims it).
+// fork copied the memory; exit or exec reclaims it). On the simulated GPU
+// the child's touches then map the shared memfd pages directly (it sees and
+// shares the parent's bytes; spilled pages read as zeros): a CUDA program's
+// child does not use its parent's device memory. The host backend (config
+// range set) gives the child what fork gives a heap: BeforeFork takes the
+// transition lock, so no page changes tier and no spill slot is freed or
+// reused; in the child, AfterForkInChild copies every block into private
+// anonymous memory at the same address (resident pages from the alias,
+// spilled pages read from the spill file and verified), adopts it in the
+// range as a plain block, drops the child's references to the memfds and the
+// spill file, and tells the parent, whose AfterForkInParent waits for that
+// before it lets go of the lock. The copy is eager, not copy-on-write: the
+// child holds the blocks' bytes in its own memory, and a fork costs the time
+// to copy them. Engine threads of the parent that write a block while the
+// child copies it may be seen by the child (without kvtier the child sees
+// the bytes of the instant of fork: for writes the program orders before its
+// fork, the two agree).
 //
 // Thread-safety: all public methods are safe from any thread. One
 // device-wide transition mutex serialises every residency change (faults,
@@ -74,6 +88,10 @@
 struct uffd_msg;
 
 namespace kvtier {
+class VaRange;
+}
+
+namespace kvtier {
 
 struct SimDeviceConfig {
   uint64_t capacity_bytes = 0;     // most bytes of tiered pages resident at once
@@ -88,6 +106,12 @@ struct SimDeviceConfig {
   SpillStore* store = nullptr;
   // A test seam: asked before each fallible step of Create (start_step.h).
   StartStepCheck check_step;
+  // What kind() says: "sim", or "host" when the device is the host backend
+  // (KVTIER_BACKEND=host: "device" is the engine's resident memory).
+  const char* kind = "sim";
+  // Where the engine views go; null: anywhere (the host backend places them
+  // in the process's VaRange, for its free() hook).
+  VaRange* range = nullptr;
 };
 
 // Per-region backend state (Region::backend points here).
@@ -112,7 +136,7 @@ class SimDevice final : public Device {
   SimDevice(const SimDevice&) = delete;
   SimDevice& operator=(const SimDevice&) = delete;
 
-  const char* kind() const override { return "sim"; }
+  const char* kind() const override { return kind_; }
   Result<RegionPtr> CreateRegion(RegionId id, size_t bytes, size_t page_size,
                                  std::string tag) override;
   // Waits for disk I/O on the region's pages to end; frees their spill slots.
@@ -142,7 +166,9 @@ class SimDevice final : public Device {
   // (resolved by that restore's install, without a read of their own).
   uint64_t coalesced_faults() const { return coalesced_faults_.load(); }
 
-  // Call in the child after fork(): the device becomes unusable (see top).
+  // The fork steps (see top).
+  void BeforeFork() override;
+  void AfterForkInParent() override;
   void AfterForkInChild() override;
 
  private:
@@ -218,6 +244,8 @@ class SimDevice final : public Device {
   void ReturnScratch(AlignedBuffer buffer);
 
   const uint64_t capacity_;
+  const char* const kind_;
+  VaRange* const range_;
   const int fault_threads_;
   const bool copy_fill_;
   DeviceEvents* const events_;
@@ -228,6 +256,10 @@ class SimDevice final : public Device {
   const int stop_fd_;  // eventfd: written once to stop the fault threads
   std::vector<std::unique_ptr<std::thread>> threads_;
   std::atomic<bool> forked_{false};
+  // BeforeFork's pipe: the child writes a byte once its copies are made.
+  int fork_pipe_[2] = {-1, -1};
+  // In the child: makes each block private (see top); mu_ is held.
+  void CopyBlocksInForkChild() REQUIRES(mu_);
   std::atomic<uint64_t> coalesced_faults_{0};
 
   // Lock order: spill_batch_mu_ before mu_ before scratch_mu_ and the

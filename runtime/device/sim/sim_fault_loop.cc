@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "runtime/device/sim/sim_device.h"
+#include "runtime/internal_thread.h"
 #include "runtime/log.h"
 
 namespace kvtier {
@@ -61,6 +62,7 @@ void SimDevice::StopThreads() {
 }
 
 void SimDevice::FaultLoop() {
+  MarkKvtierThread();
   pthread_setname_np(pthread_self(), "kvtier-fault");
   pollfd fds[2] = {{uffd_.fd(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
   uffd_msg msgs[kBatch];

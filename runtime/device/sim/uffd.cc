@@ -12,6 +12,8 @@
 #include <cstring>
 #include <utility>
 
+#include "runtime/va_range.h"
+
 #ifndef UFFD_USER_MODE_ONLY
 #define UFFD_USER_MODE_ONLY 1
 #endif
@@ -228,7 +230,8 @@ Status UserFaultFd::Fill(Op op, uintptr_t start, size_t len, const void* src) co
   return Status::Ok();
 }
 
-Result<ShmViews> ShmViews::Create(size_t bytes, size_t align, const std::string& name) {
+Result<ShmViews> ShmViews::Create(size_t bytes, size_t align, const std::string& name,
+                                  VaRange* range) {
   ShmViews v;
   v.memfd = memfd_create(name.c_str(), MFD_CLOEXEC);
   if (v.memfd < 0) {
@@ -241,32 +244,52 @@ Result<ShmViews> ShmViews::Create(size_t bytes, size_t align, const std::string&
     v.Release();
     return s;
   }
-  // Reserve size + align of address space, then place the shared view at the
-  // aligned address inside it and give back the slack on both sides.
-  const size_t reserve = bytes + align;
-  void* area =
-      mmap(nullptr, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (area == MAP_FAILED) {
-    Status s = Status::Errorf("reserving %zu bytes of address space for %s failed: %s", reserve,
-                              name.c_str(), strerror(errno));
-    v.Release();
-    return s;
+  if (range != nullptr) {
+    // Inside the range: the span is PROT_NONE and ours until given back.
+    Result<uintptr_t> span = range->Take(bytes, align);
+    if (!span.ok()) {
+      v.Release();
+      return span.status();
+    }
+    void* engine = mmap(reinterpret_cast<void*>(span.value()), bytes, PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_FIXED, v.memfd, 0);
+    if (engine == MAP_FAILED) {
+      Status s = Status::Errorf("mapping memfd %s (%zu bytes) failed: %s", name.c_str(), bytes,
+                                strerror(errno));
+      range->Give(span.value(), bytes);
+      v.Release();
+      return s;
+    }
+    v.engine = static_cast<uint8_t*>(engine);
+    v.range = range;
+  } else {
+    // Reserve size + align of address space, then place the shared view at
+    // the aligned address inside it and give back the slack on both sides.
+    const size_t reserve = bytes + align;
+    void* area =
+        mmap(nullptr, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (area == MAP_FAILED) {
+      Status s = Status::Errorf("reserving %zu bytes of address space for %s failed: %s", reserve,
+                                name.c_str(), strerror(errno));
+      v.Release();
+      return s;
+    }
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(area);
+    const uintptr_t aligned = (lo + align - 1) & ~(uintptr_t{align} - 1);
+    void* engine = mmap(reinterpret_cast<void*>(aligned), bytes, PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_FIXED, v.memfd, 0);
+    if (engine == MAP_FAILED) {
+      Status s = Status::Errorf("mapping memfd %s (%zu bytes) failed: %s", name.c_str(), bytes,
+                                strerror(errno));
+      munmap(area, reserve);
+      v.Release();
+      return s;
+    }
+    if (aligned > lo) munmap(area, aligned - lo);
+    const uintptr_t end = aligned + bytes;
+    if (lo + reserve > end) munmap(reinterpret_cast<void*>(end), lo + reserve - end);
+    v.engine = static_cast<uint8_t*>(engine);
   }
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(area);
-  const uintptr_t aligned = (lo + align - 1) & ~(uintptr_t{align} - 1);
-  void* engine = mmap(reinterpret_cast<void*>(aligned), bytes, PROT_READ | PROT_WRITE,
-                      MAP_SHARED | MAP_FIXED, v.memfd, 0);
-  if (engine == MAP_FAILED) {
-    Status s = Status::Errorf("mapping memfd %s (%zu bytes) failed: %s", name.c_str(), bytes,
-                              strerror(errno));
-    munmap(area, reserve);
-    v.Release();
-    return s;
-  }
-  if (aligned > lo) munmap(area, aligned - lo);
-  const uintptr_t end = aligned + bytes;
-  if (lo + reserve > end) munmap(reinterpret_cast<void*>(end), lo + reserve - end);
-  v.engine = static_cast<uint8_t*>(engine);
 
   void* alias = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, v.memfd, 0);
   if (alias == MAP_FAILED) {
@@ -280,7 +303,12 @@ Result<ShmViews> ShmViews::Create(size_t bytes, size_t align, const std::string&
 }
 
 void ShmViews::Release() {
-  if (engine) munmap(engine, bytes);
+  if (engine && range) {
+    range->Give(reinterpret_cast<uintptr_t>(engine), bytes);
+  } else if (engine) {
+    munmap(engine, bytes);
+  }
+  range = nullptr;
   if (alias) munmap(alias, bytes);
   if (memfd >= 0) close(memfd);
   engine = alias = nullptr;

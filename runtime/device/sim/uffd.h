@@ -80,14 +80,19 @@ class UserFaultFd {
 // the disk tier). Never read or write the alias of a page that has no bytes
 // yet (untouched or spilled): that would allocate it in the memfd behind the
 // residency bookkeeping.
+class VaRange;
+
 struct ShmViews {
   int memfd = -1;
   uint8_t* engine = nullptr;
   uint8_t* alias = nullptr;
   size_t bytes = 0;  // length of the memfd and of both views
+  VaRange* range = nullptr;  // where the engine view was placed; null: anywhere
 
-  // Creates the memfd (`name` shows in /proc/<pid>/maps) and both views.
-  static Result<ShmViews> Create(size_t bytes, size_t align, const std::string& name);
+  // Creates the memfd (`name` shows in /proc/<pid>/maps) and both views. With
+  // `range`, the engine view is placed inside it (the host backend's blocks).
+  static Result<ShmViews> Create(size_t bytes, size_t align, const std::string& name,
+                                 VaRange* range = nullptr);
   // Unmaps both views and closes the memfd. Idempotent.
   void Release();
 };

@@ -6,8 +6,15 @@
 // are what a run with and a run without kvtier must share byte for byte.
 //
 //   chat_driver.mjs --model M.gguf [--sessions 4] [--turns 3] [--ctx 2048]
-//                   [--prompt-tokens 200] [--answer-tokens 16] [--threads 2]
-//                   [--no-mmap] [--seed 1]
+//                   [--prompt-tokens 200] [--next-prompt-tokens N]
+//                   [--answer-tokens 16] [--threads 2] [--no-mmap] [--seed 1]
+//                   [--recompute]
+//
+// --prompt-tokens is the first turn's prompt, --next-prompt-tokens each later
+// turn's (default: the same). --recompute makes every later turn drop its
+// session's KV and evaluate the whole history again with the new prompt, as
+// an engine that evicted the session must: its TTFT is the recompute cost
+// that a KV cache kept (in memory or on SSD) saves.
 //
 // Turns go round robin (session 0's first turn, session 1's first, ...), as
 // a server's users take turns, so each session's KV sits idle while the
@@ -29,6 +36,8 @@ try {
       turns: { type: "string", default: "3" },
       ctx: { type: "string", default: "2048" },
       "prompt-tokens": { type: "string", default: "200" },
+      "next-prompt-tokens": { type: "string" },
+      recompute: { type: "boolean", default: false },
       "answer-tokens": { type: "string", default: "16" },
       threads: { type: "string", default: "2" },
       seed: { type: "string", default: "1" },
@@ -49,12 +58,15 @@ const sessions = number("sessions", 1);
 const turns = number("turns", 1);
 const ctx = number("ctx", 64);
 const promptTokens = number("prompt-tokens", 1);
+if (args["next-prompt-tokens"] === undefined) args["next-prompt-tokens"] = args["prompt-tokens"];
+const nextPromptTokens = number("next-prompt-tokens", 1);
 const answerTokens = number("answer-tokens", 1);
 const threads = number("threads", 1);
 const seed = number("seed", 0);
-if (turns * (promptTokens + answerTokens) > ctx) {
-  usage(`--turns x (--prompt-tokens + --answer-tokens) = ${turns * (promptTokens + answerTokens)} ` +
-        `tokens do not fit --ctx ${ctx}`);
+const history = promptTokens + (turns - 1) * nextPromptTokens + turns * answerTokens;
+if (history > ctx) {
+  usage(`--prompt-tokens + (--turns - 1) x --next-prompt-tokens + --turns x --answer-tokens = ` +
+        `${history} tokens do not fit --ctx ${ctx}`);
 }
 
 // A deterministic prompt of about `count` tokens for (session, turn).
@@ -92,9 +104,15 @@ async function main() {
   const start = performance.now();
   for (let t = 0; t < turns; ++t) {
     for (let s = 0; s < sessions; ++s) {
-      let prompt = model.tokenize(promptText(s, t, promptTokens));
-      prompt = prompt.slice(0, promptTokens);
+      const count = t === 0 ? promptTokens : nextPromptTokens;
+      let prompt = model.tokenize(promptText(s, t, count));
+      prompt = prompt.slice(0, count);
       const begin = performance.now();
+      if (t > 0 && args.recompute) {
+        const kept = seqs[s].contextTokens.slice();
+        await seqs[s].clearHistory();
+        prompt = kept.concat(prompt);
+      }
       let first = 0;
       const out = [];
       for await (const token of seqs[s].evaluate(prompt, { temperature: 0 })) {

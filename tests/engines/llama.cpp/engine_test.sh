@@ -1,30 +1,37 @@
 #!/usr/bin/env bash
 # llama.cpp (node-llama-cpp's prebuilt CPU build) under LD_PRELOAD=libkvtier.so:
 # a multi-session chat on random-weight models gives byte-identical tokens
-# without the preload, with it and KVTIER_BACKEND=off, and with it and the
-# simulated GPU (KVTIER_BACKEND=sim). Models: plain attention with the weights
-# mmap'ed, and GQA with a longer context and the weights read into memory.
-# Fails (never skips) when the engine is not installed: scripts/setup-deps
-# installs it.
+# without the preload, with it and KVTIER_BACKEND=off, with the simulated GPU
+# (KVTIER_BACKEND=sim, which leaves heap memory alone), and with
+# KVTIER_BACKEND=host, which tiers llama.cpp's KV buffer between a resident
+# budget several times smaller than it and SSD. The host runs must show, in
+# kvtier's own summary, pages spilled and restored (a run that tiered nothing
+# fails); they run again under injected ENOSPC and then EIO on spill writes
+# (tokens identical, errors counted), and once killed with SIGKILL mid-run
+# (no spill file left; its stats segment is removed by the next kvtier
+# process). Models: plain attention with the weights mmap'ed, and GQA with a
+# longer context and the weights read into memory. Fails (never skips) when
+# the engine is not installed: scripts/setup-deps installs it.
 #
-# kvtier does not tier a CPU engine's memory yet (its KV buffer is a
-# posix_memalign, not a CUDA allocation): this checks that the preload leaves
-# a real engine it did not write, forking child processes included, working
-# and unchanged. With --probe (alloc_probe.so), it also checks on each model
-# that the match rule lib~ggml,sym~llama_kv_cacheC catches llama.cpp's KV buffer, of
-# the size llama.cpp's layout gives, and no other large heap allocation.
+# With --probe (alloc_probe.so), it also checks on each model that the match
+# rule lib~ggml,sym~llama_kv_cacheC catches llama.cpp's KV buffer, of the size
+# llama.cpp's layout gives, and no other large heap allocation. --no-host
+# leaves the host runs out (sanitizer builds: the sanitizer's allocator takes
+# the heap calls first, so nothing could be tiered).
 #
-#   engine_test.sh --preload LIST [--probe alloc_probe.so] [--env K=V]...
+#   engine_test.sh --preload LIST [--probe alloc_probe.so] [--no-host] [--env K=V]...
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 preload=""
 probe=""
+host=1
 extra_env=()
 while (($#)); do
   case $1 in
     --preload) preload=$2; shift 2 ;;
     --probe) probe=$2; shift 2 ;;
+    --no-host) host=0; shift ;;
     --env) extra_env+=("$2"); shift 2 ;;
     *) echo "engine_test: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -81,6 +88,103 @@ run_case() {
   done
 }
 
+# host_case NAME MODEL KV_BYTES BUDGET FAULTS DRIVER_ARGS... : KVTIER_BACKEND=host
+# with a resident budget of BUDGET (FAULTS: a KVTIER_DISK_FAULTS spec, or
+# none) gives the tokens of the plain run ($work/NAME.plain), and kvtier's
+# summary shows pages spilled and restored.
+host_case() {
+  local name=$1 model=$2 kv_bytes=$3 budget=$4 faults=$5
+  shift 5
+  ((host)) || return 0
+  local tag=$name.host${faults:+.$faults}
+  local out=$work/$tag
+  mkdir -p "$work/spill" "$work/stats"
+  if ! env "${extra_env[@]}" KVTIER_BACKEND=host KVTIER_HOST_BUDGET="$budget" \
+      KVTIER_DISK_BUDGET=256M KVTIER_DISK_DIR="$work/spill" KVTIER_STATS_DIR="$work/stats" \
+      KVTIER_SHOW_STATS=1 KVTIER_DISK_FAULTS="$faults" LD_PRELOAD="$preload" \
+      "$node" "$here/chat_driver.mjs" --model "$model" "$@" >"$out" 2>"$out.err"; then
+    echo "engine_test: FAIL: $name: the engine failed with KVTIER_BACKEND=host (faults $faults):" >&2
+    cat "$out.err" >&2
+    failed=1
+    return
+  fi
+  if ! cmp -s "$work/$name.plain" "$out"; then
+    echo "engine_test: FAIL: $name: tokens differ with KVTIER_BACKEND=host (faults $faults):" >&2
+    diff "$work/$name.plain" "$out" | head -20 >&2
+    failed=1
+    return
+  fi
+  local matched spilled restored faulted errors injected
+  matched=$(sed -nE 's/^ *tiered regions .*; ([0-9]+) of [0-9]+ allocations matched.*/\1/p' "$out.err")
+  spilled=$(sed -nE 's/^ *disk tier +spilled ([0-9]+) pages.*/\1/p' "$out.err")
+  restored=$(sed -nE 's/^ *disk tier .*restored ([0-9]+) pages.*/\1/p' "$out.err")
+  faulted=$(sed -nE 's/^ *faults +([0-9]+) pages.*/\1/p' "$out.err")
+  errors=$(sed -nE 's/^ *disk tier .*errors ([0-9]+),.*/\1/p' "$out.err")
+  injected=$(sed -nE 's/^ *faults injected +//p' "$out.err")
+  if [[ ${matched:-0} -lt 1 || ${spilled:-0} -lt 1 || ${restored:-0} -lt 1 ]]; then
+    echo "engine_test: FAIL: $name: KVTIER_BACKEND=host tiered nothing (matched ${matched:-?}, spilled ${spilled:-?}, restored ${restored:-?}):" >&2
+    cat "$out.err" >&2
+    failed=1
+    return
+  fi
+  if [[ $faults != none && ${errors:-0} -lt 1 ]]; then
+    echo "engine_test: FAIL: $name: $faults injected no spill error (errors ${errors:-?}):" >&2
+    cat "$out.err" >&2
+    failed=1
+    return
+  fi
+  if [[ -n $(find "$work/spill" -mindepth 1) ]]; then
+    echo "engine_test: FAIL: $name: a spill file is left in KVTIER_DISK_DIR:" >&2
+    ls -la "$work/spill" >&2
+    failed=1
+    return
+  fi
+  echo "engine_test: $name, KVTIER_BACKEND=host, KV $((kv_bytes >> 10)) KiB in a $budget budget, faults $faults: $(wc -l <"$out") turns, tokens identical; pages spilled $spilled, restored $restored, faulted in $faulted, disk errors $errors${injected:+ (injected: $injected)}; $(grep '^summary' "$out.err")"
+}
+
+# kill_case MODEL DRIVER_ARGS... : KVTIER_BACKEND=host killed with SIGKILL once
+# its first turn is done leaves no spill file, and the next kvtier process
+# removes its stats segment.
+kill_case() {
+  local model=$1
+  shift
+  ((host)) || return 0
+  mkdir -p "$work/kill-spill" "$work/kill-stats"
+  local err=$work/kill.err
+  env "${extra_env[@]}" KVTIER_BACKEND=host KVTIER_HOST_BUDGET=2M KVTIER_DISK_BUDGET=256M \
+    KVTIER_DISK_DIR="$work/kill-spill" KVTIER_STATS_DIR="$work/kill-stats" LD_PRELOAD="$preload" \
+    "$node" "$here/chat_driver.mjs" --model "$model" "$@" >/dev/null 2>"$err" &
+  local pid=$! waited=0
+  until grep -q '^session .* turn 0' "$err" 2>/dev/null; do
+    if ! kill -0 "$pid" 2>/dev/null || ((waited > 600)); then
+      echo "engine_test: FAIL: kill: the engine ended or hung before its first turn:" >&2
+      cat "$err" >&2
+      failed=1
+      return
+    fi
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  local segments_before
+  segments_before=$(find "$work/kill-stats" -name 'kvtier.*' | wc -l)
+  kill -9 "$pid"
+  wait "$pid" 2>/dev/null || true
+  local files
+  files=$(find "$work/kill-spill" -mindepth 1 | wc -l)
+  # The next kvtier process removes segments of processes that are gone.
+  env "${extra_env[@]}" KVTIER_BACKEND=host KVTIER_HOST_BUDGET=2M \
+    KVTIER_STATS_DIR="$work/kill-stats" KVTIER_MATCH='size>=8M' LD_PRELOAD="$preload" \
+    "$node" -e 'Buffer.alloc(8 << 20).fill(1)' 2>/dev/null || true
+  local segments_after
+  segments_after=$(find "$work/kill-stats" -name "kvtier.$pid" | wc -l)
+  if ((files != 0 || segments_before == 0 || segments_after != 0)); then
+    echo "engine_test: FAIL: kill -9: spill files left $files, segments while it ran $segments_before, its segment after the next run $segments_after" >&2
+    failed=1
+    return
+  fi
+  echo "engine_test: kill -9 after the first turn (KVTIER_BACKEND=host): no spill file left; its stats segment was removed by the next kvtier process"
+}
+
 # The preload is live in the engine: a bad KVTIER_* value stops it at start
 # with exit status 2 and one line naming the variable.
 rc=0
@@ -124,14 +228,23 @@ probe_case() {
 python3 "$here/random_gguf.py" "$work/mha.gguf" --layers 4 --embd 256 --heads 4 --seed 1
 python3 "$here/random_gguf.py" "$work/gqa.gguf" --layers 4 --embd 256 --heads 8 --kv-heads 2 \
   --ctx 8192 --seed 2
-run_case mha "$work/mha.gguf" --sessions 3 --turns 2 --ctx 1024 --prompt-tokens 120 --answer-tokens 8
-run_case gqa "$work/gqa.gguf" --sessions 2 --turns 2 --ctx 4096 --prompt-tokens 600 \
-  --answer-tokens 8 --no-mmap
 # KV bytes: K and V, per layer, per cell of every sequence (the context
 # rounded up to 256 cells), f16: 2 x layers x cells x (head dim x KV heads) x 2.
-probe_case mha "$work/mha.gguf" $((2 * 4 * 3 * 1024 * 256 * 2)) --sessions 3 --turns 1 --ctx 1024 \
+mha_kv=$((2 * 4 * 3 * 1024 * 256 * 2))
+gqa_kv=$((2 * 4 * 2 * 4096 * 64 * 2))
+mha_args=(--sessions 3 --turns 2 --ctx 1024 --prompt-tokens 120 --answer-tokens 8)
+gqa_args=(--sessions 2 --turns 2 --ctx 4096 --prompt-tokens 600 --answer-tokens 8 --no-mmap)
+run_case mha "$work/mha.gguf" "${mha_args[@]}"
+run_case gqa "$work/gqa.gguf" "${gqa_args[@]}"
+host_case mha "$work/mha.gguf" $mha_kv 2M none "${mha_args[@]}"
+host_case gqa "$work/gqa.gguf" $gqa_kv 2M none "${gqa_args[@]}"
+host_case mha "$work/mha.gguf" $mha_kv 2M write-enospc:0.3 "${mha_args[@]}"
+host_case mha "$work/mha.gguf" $mha_kv 2M write-eio:0.3 "${mha_args[@]}"
+kill_case "$work/mha.gguf" --sessions 3 --turns 40 --ctx 1024 --prompt-tokens 120 \
+  --next-prompt-tokens 16 --answer-tokens 4
+probe_case mha "$work/mha.gguf" $mha_kv --sessions 3 --turns 1 --ctx 1024 \
   --prompt-tokens 40 --answer-tokens 2
-probe_case gqa "$work/gqa.gguf" $((2 * 4 * 2 * 4096 * 64 * 2)) --sessions 2 --turns 1 --ctx 4096 \
+probe_case gqa "$work/gqa.gguf" $gqa_kv --sessions 2 --turns 1 --ctx 4096 \
   --prompt-tokens 40 --answer-tokens 2 --no-mmap
 if ((failed)); then exit 1; fi
 echo "engine_test: PASS"

@@ -1,0 +1,343 @@
+// HostAlloc: the heap hooks of KVTIER_BACKEND=host (malloc, calloc,
+// posix_memalign, aligned_alloc, memalign, valloc, pvalloc, realloc, free,
+// malloc_usable_size), which make a CPU engine's large heap blocks, such as
+// llama.cpp's KV cache, tiered regions of the host backend.
+//
+// Every allocation and free of the process comes through here, so the paths
+// for blocks that are not kvtier's cost almost nothing:
+//  - an allocation below the threshold (the smallest size KVTIER_MATCH can
+//    accept, at least one page; the largest size_t when the backend is not
+//    host) goes to the next allocator after one compare;
+//  - free() of a pointer outside the VaRange (va_range.h) goes to the next
+//    free after one range compare: no lock, no allocation, O(1).
+// An allocation at or above the threshold asks the runtime (KVTIER_MATCH);
+// a matched one becomes a region whose view lies in the VaRange, page
+// aligned (any alignment up to the page size holds) and zero-filled on first
+// touch (calloc's promise holds too). Calls kvtier makes itself (inside a
+// hook, or on a kvtier thread) go straight to the next allocator.
+//
+// "Next allocator" is whatever follows libkvtier.so in the lookup order
+// (glibc's, or a jemalloc/tcmalloc the program links), found with
+// dlsym(RTLD_NEXT) on first use. dlsym may allocate while it resolves; those
+// few allocations come from a small static arena whose frees are no-ops.
+// A tiered block behaves as the heap's would: realloc keeps it in place when
+// it shrinks or stays within its pages, and otherwise moves it to a plain
+// block of the next allocator (copying its bytes, restored from SSD where
+// spilled); malloc_usable_size gives its whole pages; a free() of a pointer
+// inside the range that is no block's start is counted in bad_frees and
+// warned once, not passed on (the next allocator would abort on it).
+// The fast paths are not sanitizer-instrumented: they run before the
+// sanitizer runtimes have started.
+// Thread-safety: any thread.
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "interpose/preload.h"
+#include "runtime/allocation_matcher.h"
+#include "runtime/internal_thread.h"
+#include "runtime/log.h"
+#include "runtime/runtime.h"
+#include "runtime/va_range.h"
+
+#if defined(__clang__) && __has_attribute(disable_sanitizer_instrumentation)
+#define KVTIER_HEAP_FAST \
+  __attribute__((no_sanitize("address", "undefined", "thread"), disable_sanitizer_instrumentation))
+#else
+#define KVTIER_HEAP_FAST __attribute__((no_sanitize("address", "undefined", "thread")))
+#endif
+#define KVTIER_HEAP_EXPORT extern "C" __attribute__((visibility("default"))) KVTIER_HEAP_FAST
+
+namespace kvtier::interpose {
+namespace {
+
+struct NextHeap {
+  void* (*malloc)(size_t);
+  void (*free)(void*);
+  void* (*calloc)(size_t, size_t);
+  void* (*realloc)(void*, size_t);
+  int (*posix_memalign)(void**, size_t, size_t);
+  void* (*aligned_alloc)(size_t, size_t);
+  void* (*memalign)(size_t, size_t);
+  void* (*valloc)(size_t);
+  void* (*pvalloc)(size_t);
+  size_t (*malloc_usable_size)(void*);
+};
+
+constinit NextHeap g_next{};
+constinit std::atomic<bool> g_resolved{false};
+[[gnu::tls_model("initial-exec")]] constinit thread_local bool t_resolving = false;
+
+// Sizes at or above this ask the runtime; the largest size_t: never.
+constinit std::atomic<size_t> g_threshold{SIZE_MAX};
+
+// The arena that serves dlsym's allocations while the next functions are
+// looked up (a few small blocks, once per process).
+constexpr size_t kArenaBytes = 64 * 1024;
+alignas(64) constinit unsigned char g_arena[kArenaBytes];
+constinit std::atomic<size_t> g_arena_used{0};
+
+KVTIER_HEAP_FAST bool InArena(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(g_arena) < kArenaBytes;
+}
+
+KVTIER_HEAP_FAST void* ArenaAlloc(size_t bytes, size_t align) {
+  align = std::max<size_t>(align, 16);
+  size_t used = g_arena_used.load(std::memory_order_relaxed);
+  for (;;) {
+    const size_t start = (used + align - 1) & ~(align - 1);
+    if (start > kArenaBytes || kArenaBytes - start < bytes) return nullptr;
+    if (g_arena_used.compare_exchange_weak(used, start + bytes, std::memory_order_relaxed)) {
+      return g_arena + start;
+    }
+  }
+}
+
+template <typename Fn>
+KVTIER_HEAP_FAST void Lookup(Fn* out, const char* name) {
+  *out = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
+
+// False while this thread is resolving (its allocations then use the arena).
+KVTIER_HEAP_FAST bool Resolve() {
+  if (g_resolved.load(std::memory_order_acquire)) return true;
+  if (t_resolving) return false;
+  t_resolving = true;
+  NextHeap next{};
+  Lookup(&next.malloc, "malloc");
+  Lookup(&next.free, "free");
+  Lookup(&next.calloc, "calloc");
+  Lookup(&next.realloc, "realloc");
+  Lookup(&next.posix_memalign, "posix_memalign");
+  Lookup(&next.aligned_alloc, "aligned_alloc");
+  Lookup(&next.memalign, "memalign");
+  Lookup(&next.valloc, "valloc");
+  Lookup(&next.pvalloc, "pvalloc");
+  Lookup(&next.malloc_usable_size, "malloc_usable_size");
+  t_resolving = false;
+  if (next.malloc == nullptr || next.free == nullptr) return false;  // cannot happen with a libc
+  g_next = next;  // racing resolvers store the same pointers
+  g_resolved.store(true, std::memory_order_release);
+  return true;
+}
+
+KVTIER_HEAP_FAST const NextHeap* Next() { return Resolve() ? &g_next : nullptr; }
+
+std::atomic<bool> g_bad_free_warned{false};
+std::atomic<bool> g_region_failure_warned{false};
+
+// The slow path of every allocation hook: a tiered block when the caller is
+// not kvtier and KVTIER_MATCH takes it. nullptr: allocate plain.
+void* TryTier(size_t bytes, size_t align, const char* api, const void* caller) {
+  if (t_hook_depth != 0 || t_kvtier_thread) return nullptr;
+  HookScope scope;
+  Runtime* rt = Runtime::Get();
+  if (rt == nullptr || align > rt->options().page_size) return nullptr;
+  if (!rt->ShouldTier(bytes, caller, api)) return nullptr;
+  Result<void*> region = rt->CreateRegion(bytes, caller);
+  if (region.ok()) return region.value();
+  WarnOnce(&g_region_failure_warned,
+           "%s(%zu bytes): cannot create a tiered block: %s; allocating it plain instead "
+           "(later failures are not printed)",
+           api, bytes, region.status().message().c_str());
+  return nullptr;
+}
+
+// A free() of a pointer inside the range.
+void FreeTiered(void* p) {
+  HookScope scope;
+  if (VaRange::Process().FreePlain(p)) return;  // a fork child's copy
+  Runtime* rt = Runtime::Get();
+  if (rt != nullptr && rt->FreeRegion(p)) return;
+  if (rt) Counters::Add(rt->counters().bad_frees);
+  WarnOnce(&g_bad_free_warned,
+           "free(%p): inside kvtier's tiered blocks but no block's start (freed twice, or an "
+           "interior pointer); ignored (later bad frees are counted in bad_frees, not printed)",
+           p);
+}
+
+// The bytes a tiered block spans (whole pages), or 0 when `p` starts none.
+size_t TieredBytes(const void* p) {
+  HookScope scope;
+  if (size_t plain = VaRange::Process().PlainBytes(p); plain != 0) return plain;
+  Runtime* rt = Runtime::Get();
+  if (rt == nullptr) return 0;
+  RegionPtr r = rt->regions().Find(reinterpret_cast<uintptr_t>(p));
+  if (!r || r->base != reinterpret_cast<uintptr_t>(p)) return 0;
+  return r->pages.size() * r->page_size;
+}
+
+void* ReallocTiered(void* p, size_t bytes) {
+  if (bytes == 0) {  // glibc: frees and returns null
+    FreeTiered(p);
+    return nullptr;
+  }
+  const size_t have = TieredBytes(p);
+  if (have == 0) {
+    FreeTiered(p);  // counts and warns
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (bytes <= have) return p;
+  const NextHeap* next = Next();
+  void* moved = next ? next->malloc(bytes) : nullptr;
+  if (moved == nullptr) return nullptr;  // errno from malloc; the block is kept
+  memcpy(moved, p, have);
+  FreeTiered(p);
+  return moved;
+}
+
+bool ValidAlignment(size_t align) { return align != 0 && (align & (align - 1)) == 0; }
+
+// Runs when the loader is done: sets the threshold when the backend is host,
+// and says so when another allocator's functions come first (a sanitizer's
+// runtime, say), so that nothing could be tiered.
+__attribute__((constructor)) void InitHostHeap() {
+  HookScope scope;
+  const Options& options = Runtime::ProcessOptions();
+  if (options.backend != "host") return;
+  Result<AllocationMatcher> match = AllocationMatcher::Parse(options.match);
+  if (!match.ok()) return;  // ProcessOptions has already stopped the process
+  if (dlsym(RTLD_DEFAULT, "malloc") != reinterpret_cast<void*>(&::malloc)) {
+    Log(0, "KVTIER_BACKEND=host: the program's malloc is not kvtier's (another allocator "
+        "comes first in the lookup order); no heap block will be tiered");
+    return;
+  }
+  const size_t least = std::max<uint64_t>(match.value().min_size(), options.page_size);
+  g_threshold.store(least, std::memory_order_relaxed);
+  Log(1, "host backend: heap blocks of %zu bytes or more are matched against KVTIER_MATCH", least);
+}
+
+}  // namespace
+}  // namespace kvtier::interpose
+
+using kvtier::VaRange;
+using kvtier::interpose::g_threshold;
+using kvtier::interpose::Next;
+using kvtier::interpose::NextHeap;
+
+KVTIER_HEAP_EXPORT void* malloc(size_t bytes) noexcept {
+  if (bytes >= g_threshold.load(std::memory_order_relaxed)) [[unlikely]] {
+    if (void* p = kvtier::interpose::TryTier(bytes, 1, "malloc", __builtin_return_address(0))) {
+      return p;
+    }
+  }
+  const NextHeap* next = Next();
+  return next ? next->malloc(bytes) : kvtier::interpose::ArenaAlloc(bytes, 16);
+}
+
+KVTIER_HEAP_EXPORT void free(void* p) noexcept {
+  if (VaRange::Process().Contains(p)) [[unlikely]] {
+    kvtier::interpose::FreeTiered(p);
+    return;
+  }
+  if (kvtier::interpose::InArena(p)) return;
+  if (const NextHeap* next = Next()) next->free(p);
+}
+
+KVTIER_HEAP_EXPORT void* calloc(size_t count, size_t size) noexcept {
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(count, size, &bytes)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (bytes >= g_threshold.load(std::memory_order_relaxed)) [[unlikely]] {
+    if (void* p = kvtier::interpose::TryTier(bytes, 1, "calloc", __builtin_return_address(0))) {
+      return p;  // an untouched page reads as zeros
+    }
+  }
+  if (const NextHeap* next = Next()) return next->calloc(count, size);
+  return kvtier::interpose::ArenaAlloc(bytes, 16);  // static storage: zeros
+}
+
+KVTIER_HEAP_EXPORT void* realloc(void* p, size_t bytes) noexcept {
+  if (VaRange::Process().Contains(p)) [[unlikely]] {
+    return kvtier::interpose::ReallocTiered(p, bytes);
+  }
+  const NextHeap* next = Next();
+  if (kvtier::interpose::InArena(p)) {  // out of the arena, into the heap
+    void* moved = next ? next->malloc(bytes) : kvtier::interpose::ArenaAlloc(bytes, 16);
+    if (moved && p) {
+      const size_t room = static_cast<size_t>(kvtier::interpose::g_arena +
+                                              kvtier::interpose::kArenaBytes -
+                                              static_cast<unsigned char*>(p));
+      memcpy(moved, p, std::min(bytes, room));
+    }
+    return moved;
+  }
+  return next ? next->realloc(p, bytes) : nullptr;
+}
+
+KVTIER_HEAP_EXPORT int posix_memalign(void** out, size_t align, size_t bytes) noexcept {
+  if (bytes >= g_threshold.load(std::memory_order_relaxed) &&
+      kvtier::interpose::ValidAlignment(align) && align % sizeof(void*) == 0) [[unlikely]] {
+    if (void* p = kvtier::interpose::TryTier(bytes, align, "posix_memalign",
+                                             __builtin_return_address(0))) {
+      *out = p;
+      return 0;
+    }
+  }
+  if (const NextHeap* next = Next()) return next->posix_memalign(out, align, bytes);
+  void* p = kvtier::interpose::ArenaAlloc(bytes, align);
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+KVTIER_HEAP_EXPORT void* aligned_alloc(size_t align, size_t bytes) noexcept {
+  if (bytes >= g_threshold.load(std::memory_order_relaxed) &&
+      kvtier::interpose::ValidAlignment(align)) [[unlikely]] {
+    if (void* p = kvtier::interpose::TryTier(bytes, align, "aligned_alloc",
+                                             __builtin_return_address(0))) {
+      return p;
+    }
+  }
+  const NextHeap* next = Next();
+  return next ? next->aligned_alloc(align, bytes) : kvtier::interpose::ArenaAlloc(bytes, align);
+}
+
+KVTIER_HEAP_EXPORT void* memalign(size_t align, size_t bytes) noexcept {
+  if (bytes >= g_threshold.load(std::memory_order_relaxed) &&
+      kvtier::interpose::ValidAlignment(align)) [[unlikely]] {
+    if (void* p = kvtier::interpose::TryTier(bytes, align, "memalign",
+                                             __builtin_return_address(0))) {
+      return p;
+    }
+  }
+  const NextHeap* next = Next();
+  return next ? next->memalign(align, bytes) : kvtier::interpose::ArenaAlloc(bytes, align);
+}
+
+KVTIER_HEAP_EXPORT void* valloc(size_t bytes) noexcept {
+  if (bytes >= g_threshold.load(std::memory_order_relaxed)) [[unlikely]] {
+    if (void* p = kvtier::interpose::TryTier(bytes, 4096, "valloc", __builtin_return_address(0))) {
+      return p;
+    }
+  }
+  const NextHeap* next = Next();
+  return next ? next->valloc(bytes) : kvtier::interpose::ArenaAlloc(bytes, 4096);
+}
+
+KVTIER_HEAP_EXPORT void* pvalloc(size_t bytes) noexcept {
+  if (bytes >= g_threshold.load(std::memory_order_relaxed)) [[unlikely]] {
+    if (void* p = kvtier::interpose::TryTier(bytes, 4096, "pvalloc", __builtin_return_address(0))) {
+      return p;
+    }
+  }
+  const NextHeap* next = Next();
+  return next ? next->pvalloc(bytes) : kvtier::interpose::ArenaAlloc(bytes, 4096);
+}
+
+KVTIER_HEAP_EXPORT size_t malloc_usable_size(void* p) noexcept {
+  if (VaRange::Process().Contains(p)) [[unlikely]] return kvtier::interpose::TieredBytes(p);
+  if (p == nullptr || kvtier::interpose::InArena(p)) return 0;
+  const NextHeap* next = Next();
+  return next && next->malloc_usable_size ? next->malloc_usable_size(p) : 0;
+}
