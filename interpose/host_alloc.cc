@@ -58,17 +58,19 @@
 namespace kvtier::interpose {
 namespace {
 
+// noexcept, as the C library declares them: a call through one can then be
+// a tail jump.
 struct NextHeap {
-  void* (*malloc)(size_t);
-  void (*free)(void*);
-  void* (*calloc)(size_t, size_t);
-  void* (*realloc)(void*, size_t);
-  int (*posix_memalign)(void**, size_t, size_t);
-  void* (*aligned_alloc)(size_t, size_t);
-  void* (*memalign)(size_t, size_t);
-  void* (*valloc)(size_t);
-  void* (*pvalloc)(size_t);
-  size_t (*malloc_usable_size)(void*);
+  void* (*malloc)(size_t) noexcept;
+  void (*free)(void*) noexcept;
+  void* (*calloc)(size_t, size_t) noexcept;
+  void* (*realloc)(void*, size_t) noexcept;
+  int (*posix_memalign)(void**, size_t, size_t) noexcept;
+  void* (*aligned_alloc)(size_t, size_t) noexcept;
+  void* (*memalign)(size_t, size_t) noexcept;
+  void* (*valloc)(size_t) noexcept;
+  void* (*pvalloc)(size_t) noexcept;
+  size_t (*malloc_usable_size)(void*) noexcept;
 };
 
 constinit NextHeap g_next{};
@@ -106,7 +108,7 @@ KVTIER_HEAP_FAST void Lookup(Fn* out, const char* name) {
 }
 
 // False while this thread is resolving (its allocations then use the arena).
-KVTIER_HEAP_FAST bool Resolve() {
+[[gnu::noinline, gnu::cold]] KVTIER_HEAP_FAST bool Resolve() {
   if (g_resolved.load(std::memory_order_acquire)) return true;
   if (t_resolving) return false;
   t_resolving = true;
@@ -128,7 +130,11 @@ KVTIER_HEAP_FAST bool Resolve() {
   return true;
 }
 
-KVTIER_HEAP_FAST const NextHeap* Next() { return Resolve() ? &g_next : nullptr; }
+// The next allocator's functions; nullptr while this thread resolves them.
+KVTIER_HEAP_FAST inline const NextHeap* Next() {
+  if (g_resolved.load(std::memory_order_acquire)) [[likely]] return &g_next;
+  return Resolve() ? &g_next : nullptr;
+}
 
 std::atomic<bool> g_bad_free_warned{false};
 std::atomic<bool> g_region_failure_warned{false};
@@ -223,51 +229,72 @@ using kvtier::interpose::g_threshold;
 using kvtier::interpose::Next;
 using kvtier::interpose::NextHeap;
 
-KVTIER_HEAP_EXPORT void* malloc(size_t bytes) noexcept {
-  if (bytes >= g_threshold.load(std::memory_order_relaxed)) [[unlikely]] {
-    if (void* p = kvtier::interpose::TryTier(bytes, 1, "malloc", __builtin_return_address(0))) {
-      return p;
-    }
+namespace kvtier::interpose {
+namespace {
+
+// The slow paths of malloc and free, out of line so that theirs are a
+// compare and a jump to the next allocator.
+[[gnu::noinline]] void* MallocSlow(size_t bytes, const void* caller) {
+  if (bytes >= g_threshold.load(std::memory_order_relaxed)) {
+    if (void* p = TryTier(bytes, 1, "malloc", caller)) return p;
   }
   const NextHeap* next = Next();
-  return next ? next->malloc(bytes) : kvtier::interpose::ArenaAlloc(bytes, 16);
+  return next ? next->malloc(bytes) : ArenaAlloc(bytes, 16);
 }
 
-KVTIER_HEAP_EXPORT void free(void* p) noexcept {
-  if (VaRange::Process().Contains(p)) [[unlikely]] {
-    kvtier::interpose::FreeTiered(p);
+[[gnu::noinline]] KVTIER_HEAP_FAST void FreeSlow(void* p) {
+  if (VaRange::Process().Contains(p)) {
+    FreeTiered(p);
     return;
   }
-  if (kvtier::interpose::InArena(p)) return;
+  if (InArena(p)) return;
   if (const NextHeap* next = Next()) next->free(p);
 }
 
-KVTIER_HEAP_EXPORT void* calloc(size_t count, size_t size) noexcept {
+}  // namespace
+}  // namespace kvtier::interpose
+
+KVTIER_HEAP_EXPORT void* malloc(size_t bytes) noexcept {
+  if (bytes < g_threshold.load(std::memory_order_relaxed) &&
+      kvtier::interpose::g_resolved.load(std::memory_order_acquire)) [[likely]] {
+    return kvtier::interpose::g_next.malloc(bytes);
+  }
+  return kvtier::interpose::MallocSlow(bytes, __builtin_return_address(0));
+}
+
+KVTIER_HEAP_EXPORT void free(void* p) noexcept {
+  // Arena blocks lie outside the range; Contains is false before Reserve.
+  if (!VaRange::Process().Contains(p) && !kvtier::interpose::InArena(p) &&
+      kvtier::interpose::g_resolved.load(std::memory_order_acquire)) [[likely]] {
+    kvtier::interpose::g_next.free(p);
+    return;
+  }
+  kvtier::interpose::FreeSlow(p);
+}
+
+namespace kvtier::interpose {
+namespace {
+
+[[gnu::noinline]] void* CallocSlow(size_t count, size_t size, const void* caller) {
   size_t bytes = 0;
   if (__builtin_mul_overflow(count, size, &bytes)) {
     errno = ENOMEM;
     return nullptr;
   }
-  if (bytes >= g_threshold.load(std::memory_order_relaxed)) [[unlikely]] {
-    if (void* p = kvtier::interpose::TryTier(bytes, 1, "calloc", __builtin_return_address(0))) {
-      return p;  // an untouched page reads as zeros
-    }
+  if (bytes >= g_threshold.load(std::memory_order_relaxed)) {
+    if (void* p = TryTier(bytes, 1, "calloc", caller)) return p;  // untouched pages read as zeros
   }
   if (const NextHeap* next = Next()) return next->calloc(count, size);
-  return kvtier::interpose::ArenaAlloc(bytes, 16);  // static storage: zeros
+  return ArenaAlloc(bytes, 16);  // static storage: zeros
 }
 
-KVTIER_HEAP_EXPORT void* realloc(void* p, size_t bytes) noexcept {
-  if (VaRange::Process().Contains(p)) [[unlikely]] {
-    return kvtier::interpose::ReallocTiered(p, bytes);
-  }
+[[gnu::noinline]] KVTIER_HEAP_FAST void* ReallocSlow(void* p, size_t bytes) {
+  if (VaRange::Process().Contains(p)) return ReallocTiered(p, bytes);
   const NextHeap* next = Next();
-  if (kvtier::interpose::InArena(p)) {  // out of the arena, into the heap
-    void* moved = next ? next->malloc(bytes) : kvtier::interpose::ArenaAlloc(bytes, 16);
+  if (InArena(p)) {  // out of the arena, into the heap
+    void* moved = next ? next->malloc(bytes) : ArenaAlloc(bytes, 16);
     if (moved && p) {
-      const size_t room = static_cast<size_t>(kvtier::interpose::g_arena +
-                                              kvtier::interpose::kArenaBytes -
-                                              static_cast<unsigned char*>(p));
+      const size_t room = static_cast<size_t>(g_arena + kArenaBytes - static_cast<unsigned char*>(p));
       memcpy(moved, p, std::min(bytes, room));
     }
     return moved;
@@ -275,20 +302,49 @@ KVTIER_HEAP_EXPORT void* realloc(void* p, size_t bytes) noexcept {
   return next ? next->realloc(p, bytes) : nullptr;
 }
 
-KVTIER_HEAP_EXPORT int posix_memalign(void** out, size_t align, size_t bytes) noexcept {
-  if (bytes >= g_threshold.load(std::memory_order_relaxed) &&
-      kvtier::interpose::ValidAlignment(align) && align % sizeof(void*) == 0) [[unlikely]] {
-    if (void* p = kvtier::interpose::TryTier(bytes, align, "posix_memalign",
-                                             __builtin_return_address(0))) {
+[[gnu::noinline]] int PosixMemalignSlow(void** out, size_t align, size_t bytes,
+                                        const void* caller) {
+  if (bytes >= g_threshold.load(std::memory_order_relaxed) && ValidAlignment(align) &&
+      align % sizeof(void*) == 0) {
+    if (void* p = TryTier(bytes, align, "posix_memalign", caller)) {
       *out = p;
       return 0;
     }
   }
   if (const NextHeap* next = Next()) return next->posix_memalign(out, align, bytes);
-  void* p = kvtier::interpose::ArenaAlloc(bytes, align);
+  void* p = ArenaAlloc(bytes, align);
   if (p == nullptr) return ENOMEM;
   *out = p;
   return 0;
+}
+
+}  // namespace
+}  // namespace kvtier::interpose
+
+KVTIER_HEAP_EXPORT void* calloc(size_t count, size_t size) noexcept {
+  size_t bytes = 0;
+  if (!__builtin_mul_overflow(count, size, &bytes) &&
+      bytes < g_threshold.load(std::memory_order_relaxed) &&
+      kvtier::interpose::g_resolved.load(std::memory_order_acquire)) [[likely]] {
+    return kvtier::interpose::g_next.calloc(count, size);
+  }
+  return kvtier::interpose::CallocSlow(count, size, __builtin_return_address(0));
+}
+
+KVTIER_HEAP_EXPORT void* realloc(void* p, size_t bytes) noexcept {
+  if (!VaRange::Process().Contains(p) && !kvtier::interpose::InArena(p) &&
+      kvtier::interpose::g_resolved.load(std::memory_order_acquire)) [[likely]] {
+    return kvtier::interpose::g_next.realloc(p, bytes);
+  }
+  return kvtier::interpose::ReallocSlow(p, bytes);
+}
+
+KVTIER_HEAP_EXPORT int posix_memalign(void** out, size_t align, size_t bytes) noexcept {
+  if (bytes < g_threshold.load(std::memory_order_relaxed) &&
+      kvtier::interpose::g_resolved.load(std::memory_order_acquire)) [[likely]] {
+    return kvtier::interpose::g_next.posix_memalign(out, align, bytes);
+  }
+  return kvtier::interpose::PosixMemalignSlow(out, align, bytes, __builtin_return_address(0));
 }
 
 KVTIER_HEAP_EXPORT void* aligned_alloc(size_t align, size_t bytes) noexcept {

@@ -91,7 +91,7 @@ run_case() {
 # host_case NAME MODEL KV_BYTES BUDGET FAULTS DRIVER_ARGS... : KVTIER_BACKEND=host
 # with a resident budget of BUDGET (FAULTS: a KVTIER_DISK_FAULTS spec, or
 # none) gives the tokens of the plain run ($work/NAME.plain), and kvtier's
-# summary shows pages spilled and restored.
+# summary shows pages spilled and restored (with FAULTS: spill errors).
 host_case() {
   local name=$1 model=$2 kv_bytes=$3 budget=$4 faults=$5
   shift 5
@@ -121,7 +121,11 @@ host_case() {
   faulted=$(sed -nE 's/^ *faults +([0-9]+) pages.*/\1/p' "$out.err")
   errors=$(sed -nE 's/^ *disk tier .*errors ([0-9]+),.*/\1/p' "$out.err")
   injected=$(sed -nE 's/^ *faults injected +//p' "$out.err")
-  if [[ ${matched:-0} -lt 1 || ${spilled:-0} -lt 1 || ${restored:-0} -lt 1 ]]; then
+  # Under injected write errors the store backs off (100 ms, doubling) after
+  # each, so such a short run may spill little or nothing: there the errors
+  # must be counted, and the tokens stay identical whatever was spilled.
+  if [[ ${matched:-0} -lt 1 ]] ||
+     [[ $faults == none && (${spilled:-0} -lt 1 || ${restored:-0} -lt 1) ]]; then
     echo "engine_test: FAIL: $name: KVTIER_BACKEND=host tiered nothing (matched ${matched:-?}, spilled ${spilled:-?}, restored ${restored:-?}):" >&2
     cat "$out.err" >&2
     failed=1

@@ -1,0 +1,57 @@
+// heap_hooks: what the heap hooks of libkvtier.so cost every allocation and
+// free of a process (KVTIER_BACKEND=host tiers large blocks; every other
+// block still passes through kvtier's malloc and free). Run it plain and
+// under the preload and compare (scripts/bench-heap-hooks does both):
+//   build/tools/perf/heap_hooks
+//   LD_PRELOAD=build/libkvtier.so KVTIER_BACKEND=host build/tools/perf/heap_hooks
+// Each benchmark allocates and frees blocks of one size in a batch of 64
+// (so the allocator's caches work as in a program) and reports ns per
+// malloc+free pair; the posix_memalign row is llama.cpp's call; calloc and
+// realloc take the same tests in the hooks.
+#include <benchmark/benchmark.h>
+#include <stdlib.h>
+
+#include <array>
+#include <cstddef>
+
+namespace {
+
+constexpr int kBatch = 64;
+
+void MallocFree(benchmark::State& state) {
+  const auto bytes = static_cast<size_t>(state.range(0));
+  std::array<void*, kBatch> blocks{};
+  for (auto _ : state) {
+    for (auto& b : blocks) {
+      b = malloc(bytes);
+      benchmark::DoNotOptimize(b);
+    }
+    for (void* b : blocks) free(b);
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch);
+  state.counters["ns_per_pair"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kBatch),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(MallocFree)->Arg(16)->Arg(256)->Arg(4096)->Arg(64 << 10);
+
+void PosixMemalignFree(benchmark::State& state) {
+  const auto bytes = static_cast<size_t>(state.range(0));
+  std::array<void*, kBatch> blocks{};
+  for (auto _ : state) {
+    for (auto& b : blocks) {
+      if (posix_memalign(&b, 64, bytes) != 0) b = nullptr;
+      benchmark::DoNotOptimize(b);
+    }
+    for (void* b : blocks) free(b);
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch);
+  state.counters["ns_per_pair"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kBatch),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(PosixMemalignFree)->Arg(256)->Arg(4096);
+
+}  // namespace
+
+BENCHMARK_MAIN();
