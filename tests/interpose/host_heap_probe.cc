@@ -2,6 +2,7 @@
 // tiers, checking that each behaves as the heap's would.
 //
 //   host_heap_probe [--blocks N] [--block-mib M] [--rounds R] [--threads T] [--bad-frees]
+//                   [--hold]
 //
 // Each of T threads allocates N blocks of M MiB through a different function
 // of the malloc family, fills them with a pattern of its own, then reads and
@@ -11,7 +12,9 @@
 // shrinks and when it grows; malloc_usable_size covers the request; a forked
 // child sees its parent's bytes, spilled pages included, and its writes stay
 // its own; with --bad-frees, a second free of a block and a free of an
-// interior pointer are survived. Prints "host_heap_probe: OK" and exits 0, or names the first
+// interior pointer are survived. --hold keeps blocks alive, prints
+// "host_heap_probe: holding" and waits for a line on stdin first (for the
+// tools). Prints "host_heap_probe: OK" and exits 0, or names the first
 // difference and exits 1.
 // Thread-safety: each thread owns its blocks.
 #include <malloc.h>
@@ -120,6 +123,26 @@ int main(int argc, char** argv) {
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) pool.emplace_back(Worker, t, blocks, bytes, rounds);
   for (auto& t : pool) t.join();
+
+  // --hold: with blocks alive, some of them on SSD, print a line and wait
+  // for one on stdin (the tools read the statistics meanwhile).
+  bool hold = false;
+  for (int i = 1; i < argc; ++i) hold |= strcmp(argv[i], "--hold") == 0;
+  if (hold) {
+    std::vector<void*> held;
+    for (int b = 0; b < blocks; ++b) {
+      held.push_back(malloc(bytes));
+      Fill(held.back(), bytes, 900 + uint64_t(b));
+    }
+    printf("host_heap_probe: holding %d blocks\n", blocks);
+    fflush(stdout);
+    char line[16];
+    if (fgets(line, sizeof line, stdin) == nullptr) {
+      // end of input: go on as after a line
+    }
+    for (int b = 0; b < blocks; ++b) Check(held[b], bytes, 900 + uint64_t(b), "held block");
+    for (void* p : held) free(p);
+  }
 
   // calloc: zeros, though its pages were never written.
   auto* zeros = static_cast<uint64_t*>(calloc(bytes / 8, 8));
