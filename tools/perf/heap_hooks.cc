@@ -7,8 +7,11 @@
 // Each benchmark allocates and frees blocks of one size in a batch of 64
 // (so the allocator's caches work as in a program) and reports ns per
 // malloc+free pair; the posix_memalign row is llama.cpp's call; calloc and
-// realloc take the same tests in the hooks.
+// realloc take the same tests in the hooks. glibc's trimming is turned off
+// (M_TRIM_THRESHOLD), so that a batch's frees do not give memory back to the
+// kernel each round: those system calls would swamp what is measured.
 #include <benchmark/benchmark.h>
+#include <malloc.h>
 #include <stdlib.h>
 
 #include <array>
@@ -54,4 +57,11 @@ BENCHMARK(PosixMemalignFree)->Arg(256)->Arg(4096);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
