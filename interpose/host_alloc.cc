@@ -347,48 +347,47 @@ KVTIER_HEAP_EXPORT int posix_memalign(void** out, size_t align, size_t bytes) no
   return kvtier::interpose::PosixMemalignSlow(out, align, bytes, __builtin_return_address(0));
 }
 
-KVTIER_HEAP_EXPORT void* aligned_alloc(size_t align, size_t bytes) noexcept {
-  if (bytes >= g_threshold.load(std::memory_order_relaxed) &&
-      kvtier::interpose::ValidAlignment(align)) [[unlikely]] {
-    if (void* p = kvtier::interpose::TryTier(bytes, align, "aligned_alloc",
-                                             __builtin_return_address(0))) {
-      return p;
-    }
+namespace kvtier::interpose {
+namespace {
+
+// The aligned allocations kvtier sees seldom (aligned_alloc, memalign,
+// valloc, pvalloc): a tiered block when large and matched, else `plain`
+// with the next allocator.
+template <typename Plain>
+KVTIER_HEAP_FAST inline void* AllocateAligned(size_t bytes, size_t align, const char* api,
+                                              const void* caller, Plain plain) {
+  if (bytes >= g_threshold.load(std::memory_order_relaxed) && ValidAlignment(align)) [[unlikely]] {
+    if (void* p = TryTier(bytes, align, api, caller)) return p;
   }
   const NextHeap* next = Next();
-  return next ? next->aligned_alloc(align, bytes) : kvtier::interpose::ArenaAlloc(bytes, align);
+  return next ? plain(*next) : ArenaAlloc(bytes, align);
+}
+
+}  // namespace
+}  // namespace kvtier::interpose
+
+KVTIER_HEAP_EXPORT void* aligned_alloc(size_t align, size_t bytes) noexcept {
+  return kvtier::interpose::AllocateAligned(
+      bytes, align, "aligned_alloc", __builtin_return_address(0),
+      [=](const NextHeap& next) { return next.aligned_alloc(align, bytes); });
 }
 
 KVTIER_HEAP_EXPORT void* memalign(size_t align, size_t bytes) noexcept {
-  if (bytes >= g_threshold.load(std::memory_order_relaxed) &&
-      kvtier::interpose::ValidAlignment(align)) [[unlikely]] {
-    if (void* p = kvtier::interpose::TryTier(bytes, align, "memalign",
-                                             __builtin_return_address(0))) {
-      return p;
-    }
-  }
-  const NextHeap* next = Next();
-  return next ? next->memalign(align, bytes) : kvtier::interpose::ArenaAlloc(bytes, align);
+  return kvtier::interpose::AllocateAligned(
+      bytes, align, "memalign", __builtin_return_address(0),
+      [=](const NextHeap& next) { return next.memalign(align, bytes); });
 }
 
 KVTIER_HEAP_EXPORT void* valloc(size_t bytes) noexcept {
-  if (bytes >= g_threshold.load(std::memory_order_relaxed)) [[unlikely]] {
-    if (void* p = kvtier::interpose::TryTier(bytes, 4096, "valloc", __builtin_return_address(0))) {
-      return p;
-    }
-  }
-  const NextHeap* next = Next();
-  return next ? next->valloc(bytes) : kvtier::interpose::ArenaAlloc(bytes, 4096);
+  return kvtier::interpose::AllocateAligned(
+      bytes, 4096, "valloc", __builtin_return_address(0),
+      [=](const NextHeap& next) { return next.valloc(bytes); });
 }
 
 KVTIER_HEAP_EXPORT void* pvalloc(size_t bytes) noexcept {
-  if (bytes >= g_threshold.load(std::memory_order_relaxed)) [[unlikely]] {
-    if (void* p = kvtier::interpose::TryTier(bytes, 4096, "pvalloc", __builtin_return_address(0))) {
-      return p;
-    }
-  }
-  const NextHeap* next = Next();
-  return next ? next->pvalloc(bytes) : kvtier::interpose::ArenaAlloc(bytes, 4096);
+  return kvtier::interpose::AllocateAligned(
+      bytes, 4096, "pvalloc", __builtin_return_address(0),
+      [=](const NextHeap& next) { return next.pvalloc(bytes); });
 }
 
 KVTIER_HEAP_EXPORT size_t malloc_usable_size(void* p) noexcept {

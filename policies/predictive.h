@@ -50,7 +50,10 @@
 //     its victim along (kRoom).
 //  5. Spills take host pages of off-device groups in the same order when
 //     the host tier passes its high watermark, then pages the device
-//     evicted itself, oldest first.
+//     evicted itself, oldest first, then (a scan, only while the host is
+//     still over its watermark) any host page, least recently used first:
+//     swaps' room demotions of groups still on the device, which neither
+//     list holds, would otherwise keep the host tier full.
 // A group that loses a page to the device's own eviction (it was full at a
 // fault) while not in use is the victim the policy was too slow to pick: it
 // goes off the device whole. Groups without evidence for idle_ticks become

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "policies/policy_util.h"
 #include "policies/predictive.h"
 
 namespace kvtier {
@@ -295,6 +296,21 @@ void PredictivePolicy::Spill(Plan& plan) {
       covered += r->page_size;
     }
     evicted_pages_.pop_front();
+  }
+  if (covered >= want) return;
+  // Host pages neither path holds (demoted from a group still on the device,
+  // as a swap's room): oldest first. A scan, but only while the host is over
+  // its high watermark with nothing else to spill, so that a full host tier
+  // always drains.
+  std::vector<PageRef> pages = MovablePages(plan.view, Tier::kHost);
+  std::sort(pages.begin(), pages.end(), [](const PageRef& a, const PageRef& b) {
+    return a.region->pages[a.page].last_access < b.region->pages[b.page].last_access;
+  });
+  for (const PageRef& p : pages) {
+    if (covered >= want || plan.spill_left < p.region->page_size) return;
+    plan.out->moves.push_back({p.region->id, p.page, Tier::kDisk, MoveClass::kSpill});
+    plan.spill_left -= p.region->page_size;
+    covered += p.region->page_size;
   }
 }
 

@@ -101,6 +101,7 @@ Runtime* StartHost(const Options& options) {
   Runtime::Parts parts;
   parts.data_kind = "host";
   parts.data_range = &VaRange::Process();
+  if (options.disk_budget > 0) parts.data_host_limit = staging;
   auto created = Runtime::Create(effective, std::move(parts));
   if (created.ok()) return created.value().release();
   Log(0, "cannot start the host backend: %s; running without kvtier",

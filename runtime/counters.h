@@ -31,7 +31,9 @@ struct Counters {
 };
 
 // Adds (or, add=false, removes) `bytes` on the used-bytes gauge of `tier`,
-// raising device_peak_bytes as device residency grows. The one place the
+// raising device_peak_bytes as device residency grows and
+// resident_peak_bytes as the device and host tiers together do (what the
+// host backend's KVTIER_HOST_BUDGET bounds). The one place the
 // backends book a page changing tier; kUntouched holds no bytes.
 inline void AccountTierBytes(Counters& c, Tier tier, uint64_t bytes, bool add) {
   std::atomic<uint64_t>* gauge = nullptr;
@@ -47,6 +49,10 @@ inline void AccountTierBytes(Counters& c, Tier tier, uint64_t bytes, bool add) {
   }
   const uint64_t now = gauge->fetch_add(bytes, std::memory_order_relaxed) + bytes;
   if (tier == Tier::kDevice) Counters::Max(c.device_peak_bytes, now);
+  if (tier != Tier::kDisk) {
+    Counters::Max(c.resident_peak_bytes, c.device_used_bytes.load(std::memory_order_relaxed) +
+                                             c.host_used_bytes.load(std::memory_order_relaxed));
+  }
 }
 
 }  // namespace kvtier

@@ -175,7 +175,8 @@ void Mover::Defer(Unit&& u) {
 }
 
 MoveReport Mover::Execute(const Decisions& decisions,
-                          const std::function<Region*(RegionId)>& find, uint32_t tick) {
+                          const std::function<Region*(RegionId)>& find, uint32_t tick,
+                          bool host_over_budget) {
   MoveReport report;
   const uint64_t start = clock_.NowNs();
   const uint64_t deadline = start + (config_.deadline_ns ? config_.deadline_ns : 2 * config_.tick_ns);
@@ -216,8 +217,14 @@ MoveReport Mover::Execute(const Decisions& decisions,
       it->second = i;
     }
   }
+  // Twice the class, so that spills can go between demand and prefetch.
+  auto rank = [host_over_budget](MoveClass c) {
+    const int r = 2 * static_cast<int>(c);
+    return host_over_budget && c == MoveClass::kSpill ? 2 * static_cast<int>(MoveClass::kDemand) + 1
+                                                      : r;
+  };
   std::stable_sort(units.begin(), units.end(),
-                   [](const Unit& a, const Unit& b) { return a.cls < b.cls; });
+                   [&](const Unit& a, const Unit& b) { return rank(a.cls) < rank(b.cls); });
 
   Earn();
   uint64_t spent[kChannelCount] = {0, 0, 0};

@@ -18,6 +18,10 @@
 //
 // Order: demand promotions, then predicted prefetches, then demotions, then
 // spills (MoveClass); a kRoom demotion goes with the promotion after it.
+// While the host tier is over its budget, spills go right after the demand
+// promotions: a swap's room may take the host past its budget, and the
+// spills that bring it back must not wait behind prefetches for a deadline
+// that cuts them (the host backend's budget is the engine's memory).
 // Moves that do not fit this tick's budgets or deadline wait in a backlog
 // and go ahead of newer moves of their class next tick; a newer decision for
 // the same page replaces a waiting one. Nothing a policy decided is dropped
@@ -107,7 +111,7 @@ class Mover {
   // Executes the backlog and `decisions` (see top). `find` maps a region id
   // to the live region, or null.
   MoveReport Execute(const Decisions& decisions, const std::function<Region*(RegionId)>& find,
-                     uint32_t tick);
+                     uint32_t tick, bool host_over_budget = false);
   size_t backlog_size() const { return backlog_.size(); }
 
  private:

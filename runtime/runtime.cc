@@ -81,8 +81,9 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts p
       store_config.page_size = options.page_size;
       Env* env = nullptr;  // the default
       if (faults.value().any()) {
+        // Armed once the store is open: its probes, which choose the I/O
+        // mode, see the real disk, and the faults land on the I/O they test.
         rt->fault_env_ = std::make_unique<FaultEnv>(Env::Default(), rt->clock_.NowNs());
-        rt->fault_env_->Apply(faults.value());
         env = rt->fault_env_.get();
         Log(0, "KVTIER_DISK_FAULTS=%s: injecting disk faults (for testing; never in production)",
             EchoValue(options.disk_faults).c_str());
@@ -93,6 +94,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts p
                     : Result<std::unique_ptr<SpillStore>>(step);
       if (store.ok()) {
         rt->store_ = std::move(store).value();
+        if (rt->fault_env_) rt->fault_env_->Apply(faults.value());
       } else {
         // The engine keeps running; only the disk tier is lost. Pages stay in
         // device and host memory, as with KVTIER_DISK_BUDGET=0.
@@ -109,6 +111,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts p
     config.check_step = check;
     config.kind = parts.data_kind;
     config.range = parts.data_range;
+    config.host_limit_bytes = parts.data_host_limit;
     auto sim = SimDevice::Create(config);
     if (!sim.ok()) return sim.status();
     device = std::move(sim).value();
@@ -432,6 +435,19 @@ std::string Runtime::SummaryText() {
       faults ? double(g(c.fault_ns)) / double(faults) / 1000.0 : 0.0,
       (unsigned long long)g(c.refaults), (unsigned long long)g(c.driver_evictions));
   std::string out(buf, std::min<size_t>(n, sizeof buf - 1));
+  if (std::string_view(device_->kind()) == "host") {
+    // The host backend's "device" and "host" tiers are both memory: the
+    // budget a user set (KVTIER_HOST_BUDGET) bounds them together.
+    const uint64_t memory = budget + g(c.host_budget_bytes);
+    const uint64_t resident = g(c.resident_peak_bytes);
+    const std::string over =
+        resident <= memory ? ", never above it"
+                           : ", above it by " + FormatBytes(resident - memory) +
+                                 " (pages waiting for their SSD write)";
+    snprintf(buf, sizeof buf, "  resident memory   peak %s of %s (KVTIER_HOST_BUDGET)%s\n",
+             FormatBytes(resident).c_str(), FormatBytes(memory).c_str(), over.c_str());
+    out += buf;
+  }
   if (g(c.disk_budget_bytes)) {
     snprintf(buf, sizeof buf,
              "  disk tier         spilled %llu pages (%s), restored %llu pages (%s), zero pages "

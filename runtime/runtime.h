@@ -68,6 +68,9 @@ class Runtime : public DeviceEvents {
     // KVTIER_BACKEND=host makes it "host", in the process's VaRange.
     const char* data_kind = "sim";
     VaRange* data_range = nullptr;
+    // The most bytes its host tier holds before a fault waits for spills (0:
+    // no limit; the host backend's staging).
+    uint64_t data_host_limit = 0;
     // Null: the policy registry (policies/registry.h).
     PolicyFactory policy;
     // Where signals are stamped and ticks read time; null: the monotonic
@@ -117,6 +120,7 @@ class Runtime : public DeviceEvents {
   // DeviceEvents
   void OnFault(Region& region, uint32_t page, Tier from, uint64_t wait_ns) override;
   void OnDriverEviction(Region& region, uint32_t page) override;
+  void OnMemoryPressure() override { TickSoon(); }
 
  private:
   Runtime(const Options& options, const Clock& clock);

@@ -76,7 +76,8 @@ TickReport TickEngine::Tick(std::span<const Signal> signals, const std::vector<R
     auto it = by_id_.find(id);
     return it == by_id_.end() ? nullptr : it->second;
   };
-  report.moves = mover_.Execute(decisions, find, tick_);
+  const bool host_over = usage.host_budget != 0 && usage.host_used > usage.host_budget;
+  report.moves = mover_.Execute(decisions, find, tick_, host_over);
 
   const uint64_t spent = MonotonicNs() - wall0;
   ++totals_.ticks;

@@ -92,9 +92,17 @@ void VaRange::Give(uintptr_t start, size_t bytes) {
 
 void VaRange::AdoptPlain(uintptr_t start, size_t bytes) {
   MutexLock lock(&mu_);
+  AdoptPlainForkLocked(start, bytes);
+}
+
+void VaRange::LockForFork() { mu_.Lock(); }
+
+void VaRange::AdoptPlainForkLocked(uintptr_t start, size_t bytes) {
   if (plain_ == nullptr) plain_ = new std::map<uintptr_t, size_t>();
   (*plain_)[start] = bytes;
 }
+
+void VaRange::UnlockAfterFork() { mu_.Unlock(); }
 
 size_t VaRange::PlainBytes(const void* p) const {
   MutexLock lock(&mu_);

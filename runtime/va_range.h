@@ -54,6 +54,13 @@ class VaRange {
   size_t PlainBytes(const void* p) const;
   bool FreePlain(const void* p);
 
+  // Around fork: LockForFork in the parent before it forks (so the child's
+  // copy of the span lists is whole), AdoptPlainForkLocked in the child while
+  // it holds that lock, UnlockAfterFork in both.
+  void LockForFork() ACQUIRE(mu_);
+  void AdoptPlainForkLocked(uintptr_t start, size_t bytes) REQUIRES(mu_);
+  void UnlockAfterFork() RELEASE(mu_);
+
   // Whether `p` lies inside the reservation (false before Reserve).
   bool Contains(const void* p) const {
     const uintptr_t lo = lo_.load(std::memory_order_relaxed);

@@ -29,6 +29,10 @@ class DeviceEvents {
   // The device was full when a fault or prefetch needed room, so the backend
   // evicted `page` itself (least recently migrated first, as UVM does).
   virtual void OnDriverEviction(Region& region, uint32_t page) = 0;
+  // A fault waits for room: the host tier is over the limit it may hold
+  // before pages go to SSD (the host backend's staging), so spills are
+  // needed now, not at the next period.
+  virtual void OnMemoryPressure() {}
 };
 
 class Device {

@@ -86,6 +86,25 @@ TEST(Mover, DemandThenPrefetchThenDemotionsThenSpills) {
   EXPECT_EQ(rig.Log(), (std::vector<std::string>{"device:1", "device:0", "host:2", "disk:4"}));
 }
 
+// A host tier over its budget is drained before prefetches run: with a cap
+// of two pages a tick, the spill goes right after the demand promotion and
+// the prefetch waits; with the host within budget the prefetch goes first.
+TEST(Mover, SpillsGoRightAfterDemandWhileTheHostIsOverBudget) {
+  for (bool over : {false, true}) {
+    MoverConfig c;
+    c.cap_bytes = 2 * kTestPage;
+    Rig rig("HHHD", c);
+    Decisions d;
+    d.moves = {Up(0, MoveClass::kPrefetch), ToDisk(1), Up(2, MoveClass::kDemand)};
+    rig.mover->Execute(d, [&](RegionId id) { return id == 1 ? rig.regions[0].get() : nullptr; }, 1,
+                       over);
+    const std::vector<std::string> want =
+        over ? std::vector<std::string>{"device:2", "disk:1"}
+             : std::vector<std::string>{"device:2", "device:0"};
+    EXPECT_EQ(rig.Log(), want) << (over ? "host over budget" : "host within budget");
+  }
+}
+
 TEST(Mover, ARoomDemotionGoesWithItsPromotionOrNotAtAll) {
   MoverConfig c;
   c.bps[kChannelUp] = PagesPerTick(1);

@@ -21,12 +21,14 @@ namespace {
 
 constexpr int kBatch = 64;
 
-void MallocFree(benchmark::State& state) {
+// Allocates a batch with `allocate(bytes)`, frees it, again and again.
+template <typename Allocate>
+void AllocateAndFree(benchmark::State& state, Allocate allocate) {
   const auto bytes = static_cast<size_t>(state.range(0));
   std::array<void*, kBatch> blocks{};
   for (auto _ : state) {
     for (auto& b : blocks) {
-      b = malloc(bytes);
+      b = allocate(bytes);
       benchmark::DoNotOptimize(b);
     }
     for (void* b : blocks) free(b);
@@ -36,22 +38,17 @@ void MallocFree(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(state.iterations() * kBatch),
                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
+
+void MallocFree(benchmark::State& state) {
+  AllocateAndFree(state, [](size_t bytes) { return malloc(bytes); });
+}
 BENCHMARK(MallocFree)->Arg(16)->Arg(256)->Arg(4096)->Arg(64 << 10);
 
 void PosixMemalignFree(benchmark::State& state) {
-  const auto bytes = static_cast<size_t>(state.range(0));
-  std::array<void*, kBatch> blocks{};
-  for (auto _ : state) {
-    for (auto& b : blocks) {
-      if (posix_memalign(&b, 64, bytes) != 0) b = nullptr;
-      benchmark::DoNotOptimize(b);
-    }
-    for (void* b : blocks) free(b);
-  }
-  state.SetItemsProcessed(state.iterations() * kBatch);
-  state.counters["ns_per_pair"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * kBatch),
-                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  AllocateAndFree(state, [](size_t bytes) {
+    void* p = nullptr;
+    return posix_memalign(&p, 64, bytes) == 0 ? p : nullptr;
+  });
 }
 BENCHMARK(PosixMemalignFree)->Arg(256)->Arg(4096);
 

@@ -55,6 +55,7 @@ SimDevice::SimDevice(const SimDeviceConfig& config, UserFaultFd uffd, int stop_f
     : capacity_(config.capacity_bytes),
       kind_(config.kind ? config.kind : "sim"),
       range_(config.range),
+      host_limit_(config.host_limit_bytes),
       fault_threads_(config.fault_threads),
       copy_fill_(config.copy_fill),
       events_(config.events),
@@ -83,12 +84,17 @@ SimDevice::~SimDevice() {
 
 void SimDevice::BeforeFork() NO_THREAD_SAFETY_ANALYSIS {
   if (range_ == nullptr || forked_.load()) return;
-  mu_.Lock();  // held across fork; released in AfterForkInParent and in the child
+  // Held across fork, in the lock order (a region's release gives its span
+  // back under mu_): mu_ until the child has its copies, the range's lock
+  // only so that the child's copy of its span lists is whole.
+  mu_.Lock();
+  range_->LockForFork();
   if (pipe2(fork_pipe_, O_CLOEXEC) != 0) fork_pipe_[0] = fork_pipe_[1] = -1;
 }
 
 void SimDevice::AfterForkInParent() NO_THREAD_SAFETY_ANALYSIS {
   if (range_ == nullptr || forked_.load()) return;
+  range_->UnlockAfterFork();
   if (fork_pipe_[0] >= 0) {
     close(fork_pipe_[1]);
     // A byte once the child has its copies; end of file if it died first
@@ -106,6 +112,7 @@ void SimDevice::AfterForkInChild() NO_THREAD_SAFETY_ANALYSIS {
   const bool was_forked = forked_.exchange(true);
   if (range_ == nullptr || was_forked) return;
   CopyBlocksInForkChild();
+  range_->UnlockAfterFork();
   mu_.Unlock();
   if (fork_pipe_[1] >= 0) {
     while (write(fork_pipe_[1], "x", 1) < 0 && errno == EINTR) {
@@ -115,7 +122,8 @@ void SimDevice::AfterForkInChild() NO_THREAD_SAFETY_ANALYSIS {
   }
 }
 
-void SimDevice::CopyBlocksInForkChild() {
+// Runs with mu_ and the range's lock held (BeforeFork took them in the parent).
+void SimDevice::CopyBlocksInForkChild() NO_THREAD_SAFETY_ANALYSIS {
   for (const auto& [base, r] : *by_base_) {
     const size_t bytes = r->views.bytes;
     const size_t page_size = r->region->page_size;
@@ -152,7 +160,7 @@ void SimDevice::CopyBlocksInForkChild() {
     }
     munmap(r->views.alias, bytes);
     close(r->views.memfd);
-    range_->AdoptPlain(base, bytes);
+    range_->AdoptPlainForkLocked(base, bytes);
   }
   if (store_) store_->CloseInForkChild();
 }
@@ -287,7 +295,21 @@ Status SimDevice::Demote(Region& region, uint32_t page) {
   SetTierLocked(*r.value(), page, Tier::kHost);
   Counters::Add(counters_.demoted_pages);
   Counters::Add(counters_.demoted_bytes, region.page_size);
+  lock.Unlock();
+  SpillOverLimit(region, page);
   return Status::Ok();
+}
+
+void SimDevice::SpillOverLimit(Region& region, uint32_t page) {
+  // The host backend's budget is the engine's memory: a page that takes the
+  // host tier past its limit goes on to SSD at once (the policy thread waits
+  // for the write; the engine does not). A spill that fails leaves it in
+  // memory, over the limit, and counted.
+  if (host_limit_ == 0 || store_ == nullptr ||
+      Counters::Get(counters_.host_used_bytes) <= host_limit_) {
+    return;
+  }
+  (void)Spill(region, page);
 }
 
 Status SimDevice::Promote(Region& region, uint32_t page) {
@@ -319,6 +341,7 @@ Status SimDevice::Promote(Region& region, uint32_t page) {
     }
   }
   Report(evicted);
+  for (const Evicted& e : evicted) SpillOverLimit(*e.region, e.page);
   return s;
 }
 
@@ -412,6 +435,7 @@ void SimDevice::SetTierLocked(SimRegion& r, uint32_t page, Tier to) {
   Account(from, bytes, /*add=*/false);
   Account(to, bytes, /*add=*/true);
   rec.tier.store(to, std::memory_order_release);
+  if (from == Tier::kHost && host_limit_ != 0) staging_room_.SignalAll();
 }
 
 void SimDevice::Account(Tier tier, uint64_t bytes, bool add) {

@@ -112,6 +112,10 @@ struct SimDeviceConfig {
   // Where the engine views go; null: anywhere (the host backend places them
   // in the process's VaRange, for its free() hook).
   VaRange* range = nullptr;
+  // The most bytes the host tier may hold before a fault waits for the
+  // policy to spill pages to SSD (0: no limit). The host backend's staging,
+  // so that device + host stay within KVTIER_HOST_BUDGET.
+  uint64_t host_limit_bytes = 0;
 };
 
 // Per-region backend state (Region::backend points here).
@@ -183,6 +187,10 @@ class SimDevice final : public Device {
   void StopThreads();
   void FaultLoop();
   void HandleFault(const uffd_msg& msg, Clock::time_point read_at);
+  // With a host limit: while the host tier is over it and the disk tier
+  // takes writes, waits (at most kStagingWait) for spills to make room,
+  // asking the runtime for a tick first. Called with no lock held.
+  void WaitForStagingRoom();
 
   // Every *Locked method requires mu_; RestoreLocked and DegradeLocked
   // release it for a while and hold it again when they return.
@@ -205,6 +213,9 @@ class SimDevice final : public Device {
   void DegradeLocked(SimRegion& r, const Status& why) REQUIRES(mu_);
   void ReleaseRegionLocked(SimRegion* r) REQUIRES(mu_);
   void Report(const std::vector<Evicted>& evicted);
+  // With a host limit that `page` (just put on the host) takes the host
+  // tier past: spills it now. Called with no lock held.
+  void SpillOverLimit(Region& region, uint32_t page);
 
   // Disk tier (sim_disk_tier.cc).
   // Restores a kDisk page that is not in flight to the device: marks it,
@@ -246,6 +257,7 @@ class SimDevice final : public Device {
   const uint64_t capacity_;
   const char* const kind_;
   VaRange* const range_;
+  const uint64_t host_limit_;
   const int fault_threads_;
   const bool copy_fill_;
   DeviceEvents* const events_;
@@ -268,6 +280,9 @@ class SimDevice final : public Device {
   // With mu_: signalled when a page's disk I/O ends (its in-flight flag
   // clears), for Promote, DegradeLocked and DestroyRegion waiting on it.
   CondVar disk_io_done_;
+  // With mu_: signalled when a page leaves the host tier (room for a fault
+  // waiting in WaitForStagingRoom).
+  CondVar staging_room_;
   // Engine view base -> region. Heap-held so a forked child can leak it.
   std::unique_ptr<std::map<uintptr_t, SimRegion*>> by_base_ GUARDED_BY(mu_);
   ResidentList resident_ GUARDED_BY(mu_);

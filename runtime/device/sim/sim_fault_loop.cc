@@ -20,6 +20,7 @@ namespace kvtier {
 namespace {
 
 constexpr size_t kBatch = 16;  // messages one fault thread reads per read(2)
+constexpr std::chrono::milliseconds kStagingWait{50};  // longest a fault waits for spills
 
 size_t BasePage() {
   static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -95,7 +96,22 @@ void SimDevice::FaultLoop() {
   }
 }
 
+void SimDevice::WaitForStagingRoom() {
+  // Room for one more page: an eviction adds at most one.
+  auto over = [this] { return Counters::Get(counters_.host_used_bytes) >= host_limit_; };
+  if (!over() || store_ == nullptr || !store_->writable()) return;
+  if (events_) events_->OnMemoryPressure();
+  const Clock::time_point deadline = Clock::now() + kStagingWait;
+  MutexLock lock(&mu_);
+  // A disk tier that stops taking writes (full, failing) ends the wait: the
+  // pages then stay in memory, over the limit, rather than stall the engine.
+  while (over() && store_->writable()) {
+    if (!staging_room_.WaitUntil(mu_, deadline)) break;
+  }
+}
+
 void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
+  if (host_limit_ != 0) WaitForStagingRoom();
   const uintptr_t addr = msg.arg.pagefault.address;
   const bool minor = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_MINOR) != 0;
   const size_t base_page = BasePage();

@@ -51,6 +51,24 @@ work=$(mktemp -d /tmp/kvtier-engine-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 failed=0
 
+# engine_failed NAME OUT WHAT: reports a run (output OUT, stderr OUT.err)
+# that failed under WHAT.
+engine_failed() {
+  echo "engine_test: FAIL: $1: the engine failed under the preload ($3):" >&2
+  cat "$2.err" >&2
+  failed=1
+}
+
+# same_tokens NAME OUT WHAT: whether the run in OUT gave the tokens of NAME's
+# plain run; reports it when not.
+same_tokens() {
+  cmp -s "$work/$1.plain" "$2" && return 0
+  echo "engine_test: FAIL: $1: tokens differ with $3:" >&2
+  diff "$work/$1.plain" "$2" | head -20 >&2
+  failed=1
+  return 1
+}
+
 # run NAME MODEL DRIVER_ARGS... : the driver without and with the preload.
 run_case() {
   local name=$1 model=$2
@@ -65,19 +83,9 @@ run_case() {
   local backend
   for backend in off sim; do
     local out=$work/$name.$backend
-    if ! env "${extra_env[@]}" KVTIER_BACKEND=$backend LD_PRELOAD="$preload" "${driver[@]}" \
-        >"$out" 2>"$out.err"; then
-      echo "engine_test: FAIL: $name: the engine failed under the preload (KVTIER_BACKEND=$backend):" >&2
-      cat "$out.err" >&2
-      failed=1
-      continue
-    fi
-    if ! cmp -s "$work/$name.plain" "$out"; then
-      echo "engine_test: FAIL: $name: tokens differ with KVTIER_BACKEND=$backend:" >&2
-      diff "$work/$name.plain" "$out" | head -20 >&2
-      failed=1
-      continue
-    fi
+    env "${extra_env[@]}" KVTIER_BACKEND=$backend LD_PRELOAD="$preload" "${driver[@]}" \
+      >"$out" 2>"$out.err" || { engine_failed "$name" "$out" "KVTIER_BACKEND=$backend"; continue; }
+    same_tokens "$name" "$out" "KVTIER_BACKEND=$backend" || continue
     if grep -q '^kvtier' "$out.err"; then
       echo "engine_test: FAIL: $name: kvtier printed with KVTIER_BACKEND=$backend:" >&2
       grep '^kvtier' "$out.err" >&2
@@ -99,21 +107,12 @@ host_case() {
   local tag=$name.host${faults:+.$faults}
   local out=$work/$tag
   mkdir -p "$work/spill" "$work/stats"
-  if ! env "${extra_env[@]}" KVTIER_BACKEND=host KVTIER_HOST_BUDGET="$budget" \
-      KVTIER_DISK_BUDGET=256M KVTIER_DISK_DIR="$work/spill" KVTIER_STATS_DIR="$work/stats" \
-      KVTIER_SHOW_STATS=1 KVTIER_DISK_FAULTS="$faults" LD_PRELOAD="$preload" \
-      "$node" "$here/chat_driver.mjs" --model "$model" "$@" >"$out" 2>"$out.err"; then
-    echo "engine_test: FAIL: $name: the engine failed with KVTIER_BACKEND=host (faults $faults):" >&2
-    cat "$out.err" >&2
-    failed=1
-    return
-  fi
-  if ! cmp -s "$work/$name.plain" "$out"; then
-    echo "engine_test: FAIL: $name: tokens differ with KVTIER_BACKEND=host (faults $faults):" >&2
-    diff "$work/$name.plain" "$out" | head -20 >&2
-    failed=1
-    return
-  fi
+  env "${extra_env[@]}" KVTIER_BACKEND=host KVTIER_HOST_BUDGET="$budget" \
+    KVTIER_DISK_BUDGET=256M KVTIER_DISK_DIR="$work/spill" KVTIER_STATS_DIR="$work/stats" \
+    KVTIER_SHOW_STATS=1 KVTIER_DISK_FAULTS="$faults" LD_PRELOAD="$preload" \
+    "$node" "$here/chat_driver.mjs" --model "$model" "$@" >"$out" 2>"$out.err" ||
+    { engine_failed "$name" "$out" "KVTIER_BACKEND=host, faults $faults"; return; }
+  same_tokens "$name" "$out" "KVTIER_BACKEND=host, faults $faults" || return 0
   local matched spilled restored faulted errors injected
   matched=$(sed -nE 's/^ *tiered regions .*; ([0-9]+) of [0-9]+ allocations matched.*/\1/p' "$out.err")
   spilled=$(sed -nE 's/^ *disk tier +spilled ([0-9]+) pages.*/\1/p' "$out.err")
@@ -121,6 +120,7 @@ host_case() {
   faulted=$(sed -nE 's/^ *faults +([0-9]+) pages.*/\1/p' "$out.err")
   errors=$(sed -nE 's/^ *disk tier .*errors ([0-9]+),.*/\1/p' "$out.err")
   injected=$(sed -nE 's/^ *faults injected +//p' "$out.err")
+  resident=$(sed -nE 's/^ *resident memory +peak (.*)/\1/p' "$out.err")
   # Under injected write errors the store backs off (100 ms, doubling) after
   # each, so such a short run may spill little or nothing: there the errors
   # must be counted, and the tokens stay identical whatever was spilled.
@@ -128,6 +128,19 @@ host_case() {
      [[ $faults == none && (${spilled:-0} -lt 1 || ${restored:-0} -lt 1) ]]; then
     echo "engine_test: FAIL: $name: KVTIER_BACKEND=host tiered nothing (matched ${matched:-?}, spilled ${spilled:-?}, restored ${restored:-?}):" >&2
     cat "$out.err" >&2
+    failed=1
+    return
+  fi
+  # Resident memory stays within the budget, give or take a few pages on
+  # their way to SSD (a fault and the policy thread may each hold one);
+  # under injected write errors pages stay in memory instead: nothing lost.
+  local over_kib=0
+  if [[ $resident =~ above\ it\ by\ ([0-9.]+)\ (KiB|MiB|GiB) ]]; then
+    over_kib=${BASH_REMATCH[1]%.*}
+    [[ ${BASH_REMATCH[2]} == KiB ]] || over_kib=$((over_kib * 1024 + 1024))
+  fi
+  if [[ $faults == none && $over_kib -gt 256 ]]; then
+    echo "engine_test: FAIL: $name: resident memory went past KVTIER_HOST_BUDGET=$budget by more than 4 pages: $resident" >&2
     failed=1
     return
   fi
@@ -143,7 +156,7 @@ host_case() {
     failed=1
     return
   fi
-  echo "engine_test: $name, KVTIER_BACKEND=host, KV $((kv_bytes >> 10)) KiB in a $budget budget, faults $faults: $(wc -l <"$out") turns, tokens identical; pages spilled $spilled, restored $restored, faulted in $faulted, disk errors $errors${injected:+ (injected: $injected)}; $(grep '^summary' "$out.err")"
+  echo "engine_test: $name, KVTIER_BACKEND=host, KV $((kv_bytes >> 10)) KiB in a $budget budget, faults $faults: $(wc -l <"$out") turns, tokens identical; pages spilled $spilled, restored $restored, faulted in $faulted, disk errors $errors${injected:+ (injected: $injected)}; resident peak $resident; $(grep '^summary' "$out.err")"
 }
 
 # kill_case MODEL DRIVER_ARGS... : KVTIER_BACKEND=host killed with SIGKILL once
