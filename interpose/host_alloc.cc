@@ -27,7 +27,11 @@
 // inside the range that is no block's start is counted in bad_frees and
 // warned once, not passed on (the next allocator would abort on it).
 // The fast paths are not sanitizer-instrumented: they run before the
-// sanitizer runtimes have started.
+// sanitizer runtimes have started (runtime/not_sanitized.h). So they touch
+// only plain variables through the __atomic builtins and call only
+// functions built the same way: the compiler does not inline an
+// instrumented function (std::atomic's members, std::max) into one that is
+// not, and such a call would reach the sanitizer before it exists.
 // Thread-safety: any thread.
 #include <dlfcn.h>
 #include <errno.h>
@@ -44,15 +48,11 @@
 #include "runtime/allocation_matcher.h"
 #include "runtime/internal_thread.h"
 #include "runtime/log.h"
+#include "runtime/not_sanitized.h"
 #include "runtime/runtime.h"
 #include "runtime/va_range.h"
 
-#if defined(__clang__) && __has_attribute(disable_sanitizer_instrumentation)
-#define KVTIER_HEAP_FAST \
-  __attribute__((no_sanitize("address", "undefined", "thread"), disable_sanitizer_instrumentation))
-#else
-#define KVTIER_HEAP_FAST __attribute__((no_sanitize("address", "undefined", "thread")))
-#endif
+#define KVTIER_HEAP_FAST KVTIER_NOT_SANITIZED
 #define KVTIER_HEAP_EXPORT extern "C" __attribute__((visibility("default"))) KVTIER_HEAP_FAST
 
 namespace kvtier::interpose {
@@ -73,30 +73,35 @@ struct NextHeap {
   size_t (*malloc_usable_size)(void*) noexcept;
 };
 
+// Plain variables read and written with the __atomic builtins (see top).
 constinit NextHeap g_next{};
-constinit std::atomic<bool> g_resolved{false};
+constinit bool g_resolved = false;  // g_next is filled in (release/acquire)
 [[gnu::tls_model("initial-exec")]] constinit thread_local bool t_resolving = false;
 
 // Sizes at or above this ask the runtime; the largest size_t: never.
-constinit std::atomic<size_t> g_threshold{SIZE_MAX};
+constinit size_t g_threshold = SIZE_MAX;
+
+KVTIER_HEAP_FAST inline bool Resolved() { return __atomic_load_n(&g_resolved, __ATOMIC_ACQUIRE); }
+KVTIER_HEAP_FAST inline size_t Threshold() { return __atomic_load_n(&g_threshold, __ATOMIC_RELAXED); }
 
 // The arena that serves dlsym's allocations while the next functions are
 // looked up (a few small blocks, once per process).
 constexpr size_t kArenaBytes = 64 * 1024;
 alignas(64) constinit unsigned char g_arena[kArenaBytes];
-constinit std::atomic<size_t> g_arena_used{0};
+constinit size_t g_arena_used = 0;
 
-KVTIER_HEAP_FAST bool InArena(const void* p) {
+KVTIER_HEAP_FAST inline bool InArena(const void* p) {
   return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(g_arena) < kArenaBytes;
 }
 
 KVTIER_HEAP_FAST void* ArenaAlloc(size_t bytes, size_t align) {
-  align = std::max<size_t>(align, 16);
-  size_t used = g_arena_used.load(std::memory_order_relaxed);
+  if (align < 16) align = 16;
+  size_t used = __atomic_load_n(&g_arena_used, __ATOMIC_RELAXED);
   for (;;) {
     const size_t start = (used + align - 1) & ~(align - 1);
     if (start > kArenaBytes || kArenaBytes - start < bytes) return nullptr;
-    if (g_arena_used.compare_exchange_weak(used, start + bytes, std::memory_order_relaxed)) {
+    if (__atomic_compare_exchange_n(&g_arena_used, &used, start + bytes, true, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED)) {
       return g_arena + start;
     }
   }
@@ -109,7 +114,7 @@ KVTIER_HEAP_FAST void Lookup(Fn* out, const char* name) {
 
 // False while this thread is resolving (its allocations then use the arena).
 [[gnu::noinline, gnu::cold]] KVTIER_HEAP_FAST bool Resolve() {
-  if (g_resolved.load(std::memory_order_acquire)) return true;
+  if (Resolved()) return true;
   if (t_resolving) return false;
   t_resolving = true;
   NextHeap next{};
@@ -126,13 +131,13 @@ KVTIER_HEAP_FAST void Lookup(Fn* out, const char* name) {
   t_resolving = false;
   if (next.malloc == nullptr || next.free == nullptr) return false;  // cannot happen with a libc
   g_next = next;  // racing resolvers store the same pointers
-  g_resolved.store(true, std::memory_order_release);
+  __atomic_store_n(&g_resolved, true, __ATOMIC_RELEASE);
   return true;
 }
 
 // The next allocator's functions; nullptr while this thread resolves them.
 KVTIER_HEAP_FAST inline const NextHeap* Next() {
-  if (g_resolved.load(std::memory_order_acquire)) [[likely]] return &g_next;
+  if (Resolved()) [[likely]] return &g_next;
   return Resolve() ? &g_next : nullptr;
 }
 
@@ -200,7 +205,9 @@ void* ReallocTiered(void* p, size_t bytes) {
   return moved;
 }
 
-bool ValidAlignment(size_t align) { return align != 0 && (align & (align - 1)) == 0; }
+KVTIER_HEAP_FAST inline bool ValidAlignment(size_t align) {
+  return align != 0 && (align & (align - 1)) == 0;
+}
 
 // Runs when the loader is done: sets the threshold when the backend is host,
 // and says so when another allocator's functions come first (a sanitizer's
@@ -217,7 +224,7 @@ __attribute__((constructor)) void InitHostHeap() {
     return;
   }
   const size_t least = std::max<uint64_t>(match.value().min_size(), options.page_size);
-  g_threshold.store(least, std::memory_order_relaxed);
+  __atomic_store_n(&g_threshold, least, __ATOMIC_RELAXED);
   Log(1, "host backend: heap blocks of %zu bytes or more are matched against KVTIER_MATCH", least);
 }
 
@@ -225,7 +232,7 @@ __attribute__((constructor)) void InitHostHeap() {
 }  // namespace kvtier::interpose
 
 using kvtier::VaRange;
-using kvtier::interpose::g_threshold;
+using kvtier::interpose::Threshold;
 using kvtier::interpose::Next;
 using kvtier::interpose::NextHeap;
 
@@ -234,8 +241,8 @@ namespace {
 
 // The slow paths of malloc and free, out of line so that theirs are a
 // compare and a jump to the next allocator.
-[[gnu::noinline]] void* MallocSlow(size_t bytes, const void* caller) {
-  if (bytes >= g_threshold.load(std::memory_order_relaxed)) {
+[[gnu::noinline]] KVTIER_HEAP_FAST void* MallocSlow(size_t bytes, const void* caller) {
+  if (bytes >= Threshold()) {
     if (void* p = TryTier(bytes, 1, "malloc", caller)) return p;
   }
   const NextHeap* next = Next();
@@ -255,8 +262,7 @@ namespace {
 }  // namespace kvtier::interpose
 
 KVTIER_HEAP_EXPORT void* malloc(size_t bytes) noexcept {
-  if (bytes < g_threshold.load(std::memory_order_relaxed) &&
-      kvtier::interpose::g_resolved.load(std::memory_order_acquire)) [[likely]] {
+  if (bytes < Threshold() && kvtier::interpose::Resolved()) [[likely]] {
     return kvtier::interpose::g_next.malloc(bytes);
   }
   return kvtier::interpose::MallocSlow(bytes, __builtin_return_address(0));
@@ -265,7 +271,7 @@ KVTIER_HEAP_EXPORT void* malloc(size_t bytes) noexcept {
 KVTIER_HEAP_EXPORT void free(void* p) noexcept {
   // Arena blocks lie outside the range; Contains is false before Reserve.
   if (!VaRange::Process().Contains(p) && !kvtier::interpose::InArena(p) &&
-      kvtier::interpose::g_resolved.load(std::memory_order_acquire)) [[likely]] {
+      kvtier::interpose::Resolved()) [[likely]] {
     kvtier::interpose::g_next.free(p);
     return;
   }
@@ -275,13 +281,14 @@ KVTIER_HEAP_EXPORT void free(void* p) noexcept {
 namespace kvtier::interpose {
 namespace {
 
-[[gnu::noinline]] void* CallocSlow(size_t count, size_t size, const void* caller) {
+[[gnu::noinline]] KVTIER_HEAP_FAST void* CallocSlow(size_t count, size_t size,
+                                                    const void* caller) {
   size_t bytes = 0;
   if (__builtin_mul_overflow(count, size, &bytes)) {
     errno = ENOMEM;
     return nullptr;
   }
-  if (bytes >= g_threshold.load(std::memory_order_relaxed)) {
+  if (bytes >= Threshold()) {
     if (void* p = TryTier(bytes, 1, "calloc", caller)) return p;  // untouched pages read as zeros
   }
   if (const NextHeap* next = Next()) return next->calloc(count, size);
@@ -295,16 +302,16 @@ namespace {
     void* moved = next ? next->malloc(bytes) : ArenaAlloc(bytes, 16);
     if (moved && p) {
       const size_t room = static_cast<size_t>(g_arena + kArenaBytes - static_cast<unsigned char*>(p));
-      memcpy(moved, p, std::min(bytes, room));
+      memcpy(moved, p, bytes < room ? bytes : room);
     }
     return moved;
   }
   return next ? next->realloc(p, bytes) : nullptr;
 }
 
-[[gnu::noinline]] int PosixMemalignSlow(void** out, size_t align, size_t bytes,
-                                        const void* caller) {
-  if (bytes >= g_threshold.load(std::memory_order_relaxed) && ValidAlignment(align) &&
+[[gnu::noinline]] KVTIER_HEAP_FAST int PosixMemalignSlow(void** out, size_t align, size_t bytes,
+                                                         const void* caller) {
+  if (bytes >= Threshold() && ValidAlignment(align) &&
       align % sizeof(void*) == 0) {
     if (void* p = TryTier(bytes, align, "posix_memalign", caller)) {
       *out = p;
@@ -324,8 +331,8 @@ namespace {
 KVTIER_HEAP_EXPORT void* calloc(size_t count, size_t size) noexcept {
   size_t bytes = 0;
   if (!__builtin_mul_overflow(count, size, &bytes) &&
-      bytes < g_threshold.load(std::memory_order_relaxed) &&
-      kvtier::interpose::g_resolved.load(std::memory_order_acquire)) [[likely]] {
+      bytes < Threshold() &&
+      kvtier::interpose::Resolved()) [[likely]] {
     return kvtier::interpose::g_next.calloc(count, size);
   }
   return kvtier::interpose::CallocSlow(count, size, __builtin_return_address(0));
@@ -333,15 +340,14 @@ KVTIER_HEAP_EXPORT void* calloc(size_t count, size_t size) noexcept {
 
 KVTIER_HEAP_EXPORT void* realloc(void* p, size_t bytes) noexcept {
   if (!VaRange::Process().Contains(p) && !kvtier::interpose::InArena(p) &&
-      kvtier::interpose::g_resolved.load(std::memory_order_acquire)) [[likely]] {
+      kvtier::interpose::Resolved()) [[likely]] {
     return kvtier::interpose::g_next.realloc(p, bytes);
   }
   return kvtier::interpose::ReallocSlow(p, bytes);
 }
 
 KVTIER_HEAP_EXPORT int posix_memalign(void** out, size_t align, size_t bytes) noexcept {
-  if (bytes < g_threshold.load(std::memory_order_relaxed) &&
-      kvtier::interpose::g_resolved.load(std::memory_order_acquire)) [[likely]] {
+  if (bytes < Threshold() && kvtier::interpose::Resolved()) [[likely]] {
     return kvtier::interpose::g_next.posix_memalign(out, align, bytes);
   }
   return kvtier::interpose::PosixMemalignSlow(out, align, bytes, __builtin_return_address(0));
@@ -351,43 +357,43 @@ namespace kvtier::interpose {
 namespace {
 
 // The aligned allocations kvtier sees seldom (aligned_alloc, memalign,
-// valloc, pvalloc): a tiered block when large and matched, else `plain`
-// with the next allocator.
-template <typename Plain>
-KVTIER_HEAP_FAST inline void* AllocateAligned(size_t bytes, size_t align, const char* api,
-                                              const void* caller, Plain plain) {
-  if (bytes >= g_threshold.load(std::memory_order_relaxed) && ValidAlignment(align)) [[unlikely]] {
-    if (void* p = TryTier(bytes, align, api, caller)) return p;
-  }
-  const NextHeap* next = Next();
-  return next ? plain(*next) : ArenaAlloc(bytes, align);
+// valloc, pvalloc): a tiered block when large and matched; nullptr: the
+// caller allocates with the next allocator.
+KVTIER_HEAP_FAST inline void* TierIfLarge(size_t bytes, size_t align, const char* api,
+                                          const void* caller) {
+  if (bytes < Threshold() || !ValidAlignment(align)) [[likely]] return nullptr;
+  return TryTier(bytes, align, api, caller);
 }
 
 }  // namespace
 }  // namespace kvtier::interpose
 
 KVTIER_HEAP_EXPORT void* aligned_alloc(size_t align, size_t bytes) noexcept {
-  return kvtier::interpose::AllocateAligned(
-      bytes, align, "aligned_alloc", __builtin_return_address(0),
-      [=](const NextHeap& next) { return next.aligned_alloc(align, bytes); });
+  const void* caller = __builtin_return_address(0);
+  if (void* p = kvtier::interpose::TierIfLarge(bytes, align, "aligned_alloc", caller)) return p;
+  const NextHeap* next = Next();
+  return next ? next->aligned_alloc(align, bytes) : kvtier::interpose::ArenaAlloc(bytes, align);
 }
 
 KVTIER_HEAP_EXPORT void* memalign(size_t align, size_t bytes) noexcept {
-  return kvtier::interpose::AllocateAligned(
-      bytes, align, "memalign", __builtin_return_address(0),
-      [=](const NextHeap& next) { return next.memalign(align, bytes); });
+  const void* caller = __builtin_return_address(0);
+  if (void* p = kvtier::interpose::TierIfLarge(bytes, align, "memalign", caller)) return p;
+  const NextHeap* next = Next();
+  return next ? next->memalign(align, bytes) : kvtier::interpose::ArenaAlloc(bytes, align);
 }
 
 KVTIER_HEAP_EXPORT void* valloc(size_t bytes) noexcept {
-  return kvtier::interpose::AllocateAligned(
-      bytes, 4096, "valloc", __builtin_return_address(0),
-      [=](const NextHeap& next) { return next.valloc(bytes); });
+  const void* caller = __builtin_return_address(0);
+  if (void* p = kvtier::interpose::TierIfLarge(bytes, 4096, "valloc", caller)) return p;
+  const NextHeap* next = Next();
+  return next ? next->valloc(bytes) : kvtier::interpose::ArenaAlloc(bytes, 4096);
 }
 
 KVTIER_HEAP_EXPORT void* pvalloc(size_t bytes) noexcept {
-  return kvtier::interpose::AllocateAligned(
-      bytes, 4096, "pvalloc", __builtin_return_address(0),
-      [=](const NextHeap& next) { return next.pvalloc(bytes); });
+  const void* caller = __builtin_return_address(0);
+  if (void* p = kvtier::interpose::TierIfLarge(bytes, 4096, "pvalloc", caller)) return p;
+  const NextHeap* next = Next();
+  return next ? next->pvalloc(bytes) : kvtier::interpose::ArenaAlloc(bytes, 4096);
 }
 
 KVTIER_HEAP_EXPORT size_t malloc_usable_size(void* p) noexcept {

@@ -14,10 +14,7 @@ constinit VaRange VaRange::process_;
 VaRange::~VaRange() {
   if (this == &process_) return;  // a late free() may still test it
   MutexLock lock(&mu_);
-  if (len_.load(std::memory_order_relaxed) != 0) {
-    munmap(reinterpret_cast<void*>(lo_.load(std::memory_order_relaxed)),
-           len_.load(std::memory_order_relaxed));
-  }
+  if (size() != 0) munmap(reinterpret_cast<void*>(lo()), size());
   delete free_;
   free_ = nullptr;
   delete plain_;
@@ -26,7 +23,7 @@ VaRange::~VaRange() {
 
 Status VaRange::Reserve(size_t bytes) {
   MutexLock lock(&mu_);
-  if (len_.load(std::memory_order_relaxed) != 0) return Status::Ok();
+  if (size() != 0) return Status::Ok();
   if (bytes == 0) return Status::Error("reserving 0 bytes of address space");
   void* area = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (area == MAP_FAILED) {
@@ -36,8 +33,8 @@ Status VaRange::Reserve(size_t bytes) {
   const auto lo = reinterpret_cast<uintptr_t>(area);
   free_ = new std::map<uintptr_t, size_t>();
   free_->emplace(lo, bytes);
-  lo_.store(lo, std::memory_order_relaxed);
-  len_.store(bytes, std::memory_order_release);
+  __atomic_store_n(&lo_, lo, __ATOMIC_RELAXED);
+  __atomic_store_n(&len_, bytes, __ATOMIC_RELEASE);
   return Status::Ok();
 }
 
@@ -61,7 +58,7 @@ Result<uintptr_t> VaRange::Take(size_t bytes, size_t align) {
   }
   return Status::Errorf(
       "the %zu-byte address range for tiered blocks has no room for %zu more bytes (%zu taken)",
-      len_.load(std::memory_order_relaxed), bytes, taken_);
+      size(), bytes, taken_);
 }
 
 void VaRange::Give(uintptr_t start, size_t bytes) {

@@ -15,12 +15,12 @@
 // Contains never blocks.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 
 #include "runtime/mutex.h"
+#include "runtime/not_sanitized.h"
 #include "runtime/status.h"
 
 namespace kvtier {
@@ -34,7 +34,7 @@ class VaRange {
   VaRange& operator=(const VaRange&) = delete;
   // The process's range; Reserve it before use. Never destroyed, so a free()
   // during exit still reads its bounds.
-  static VaRange& Process() { return process_; }
+  [[gnu::always_inline]] static VaRange& Process() { return process_; }
 
   // Reserves `bytes` of address space (PROT_NONE, MAP_NORESERVE: no memory is
   // committed). Once per range; later calls succeed when a reservation exists.
@@ -61,21 +61,24 @@ class VaRange {
   void AdoptPlainForkLocked(uintptr_t start, size_t bytes) REQUIRES(mu_);
   void UnlockAfterFork() RELEASE(mu_);
 
-  // Whether `p` lies inside the reservation (false before Reserve).
-  bool Contains(const void* p) const {
-    const uintptr_t lo = lo_.load(std::memory_order_relaxed);
-    return reinterpret_cast<uintptr_t>(p) - lo < len_.load(std::memory_order_relaxed);
+  // Whether `p` lies inside the reservation (false before Reserve). Safe
+  // before the sanitizer runtimes start (the heap hooks call it then).
+  [[gnu::always_inline]] KVTIER_NOT_SANITIZED bool Contains(const void* p) const {
+    const uintptr_t lo = __atomic_load_n(&lo_, __ATOMIC_RELAXED);
+    return reinterpret_cast<uintptr_t>(p) - lo < __atomic_load_n(&len_, __ATOMIC_RELAXED);
   }
-  uintptr_t lo() const { return lo_.load(std::memory_order_relaxed); }
-  size_t size() const { return len_.load(std::memory_order_relaxed); }
+  uintptr_t lo() const { return __atomic_load_n(&lo_, __ATOMIC_RELAXED); }
+  size_t size() const { return __atomic_load_n(&len_, __ATOMIC_RELAXED); }
   // Bytes handed out by Take and not yet given back.
   size_t taken_bytes() const;
 
  private:
   static VaRange process_;
 
-  std::atomic<uintptr_t> lo_{0};
-  std::atomic<size_t> len_{0};  // 0 until reserved: Contains is then false
+  // Written once, by Reserve, with __atomic builtins (not std::atomic: see
+  // runtime/not_sanitized.h); len_ 0 until then, so Contains is false.
+  uintptr_t lo_ = 0;
+  size_t len_ = 0;
   mutable Mutex mu_;
   // start -> length, coalesced; made by Reserve (a pointer keeps the class
   // constant-initialisable and trivially destructible).

@@ -15,14 +15,7 @@
 // first calls store the same pointer). Never allocates.
 #pragma once
 
-// clang's disable_sanitizer_instrumentation also drops TSan's atomic and
-// function entry hooks, which no_sanitize("thread") keeps.
-#if defined(__clang__) && __has_attribute(disable_sanitizer_instrumentation)
-#define KVTIER_NOT_SANITIZED \
-  __attribute__((no_sanitize("address", "undefined", "thread"), disable_sanitizer_instrumentation))
-#else
-#define KVTIER_NOT_SANITIZED __attribute__((no_sanitize("address", "undefined")))
-#endif
+#include "runtime/not_sanitized.h"
 
 namespace kvtier::cuda {
 
