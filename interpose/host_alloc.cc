@@ -17,7 +17,7 @@
 // hook, or on a kvtier thread) go straight to the next allocator.
 //
 // "Next allocator" is whatever follows libkvtier.so in the lookup order
-// (glibc's, or a jemalloc/tcmalloc the program links), found with
+// (glibc's; an allocator the program links would be it: not tried yet), found with
 // dlsym(RTLD_NEXT) on first use. dlsym may allocate while it resolves; those
 // few allocations come from a small static arena whose frees are no-ops.
 // A tiered block behaves as the heap's would: realloc keeps it in place when
