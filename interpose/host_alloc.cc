@@ -52,8 +52,7 @@
 #include "runtime/runtime.h"
 #include "runtime/va_range.h"
 
-#define KVTIER_HEAP_FAST KVTIER_NOT_SANITIZED
-#define KVTIER_HEAP_EXPORT extern "C" __attribute__((visibility("default"))) KVTIER_HEAP_FAST
+#define KVTIER_HEAP_EXPORT extern "C" __attribute__((visibility("default"))) KVTIER_NOT_SANITIZED
 
 namespace kvtier::interpose {
 namespace {
@@ -81,8 +80,8 @@ constinit bool g_resolved = false;  // g_next is filled in (release/acquire)
 // Sizes at or above this ask the runtime; the largest size_t: never.
 constinit size_t g_threshold = SIZE_MAX;
 
-KVTIER_HEAP_FAST inline bool Resolved() { return __atomic_load_n(&g_resolved, __ATOMIC_ACQUIRE); }
-KVTIER_HEAP_FAST inline size_t Threshold() { return __atomic_load_n(&g_threshold, __ATOMIC_RELAXED); }
+KVTIER_NOT_SANITIZED inline bool Resolved() { return __atomic_load_n(&g_resolved, __ATOMIC_ACQUIRE); }
+KVTIER_NOT_SANITIZED inline size_t Threshold() { return __atomic_load_n(&g_threshold, __ATOMIC_RELAXED); }
 
 // The arena that serves dlsym's allocations while the next functions are
 // looked up (a few small blocks, once per process).
@@ -90,11 +89,11 @@ constexpr size_t kArenaBytes = 64 * 1024;
 alignas(64) constinit unsigned char g_arena[kArenaBytes];
 constinit size_t g_arena_used = 0;
 
-KVTIER_HEAP_FAST inline bool InArena(const void* p) {
+KVTIER_NOT_SANITIZED inline bool InArena(const void* p) {
   return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(g_arena) < kArenaBytes;
 }
 
-KVTIER_HEAP_FAST void* ArenaAlloc(size_t bytes, size_t align) {
+KVTIER_NOT_SANITIZED void* ArenaAlloc(size_t bytes, size_t align) {
   if (align < 16) align = 16;
   size_t used = __atomic_load_n(&g_arena_used, __ATOMIC_RELAXED);
   for (;;) {
@@ -108,12 +107,12 @@ KVTIER_HEAP_FAST void* ArenaAlloc(size_t bytes, size_t align) {
 }
 
 template <typename Fn>
-KVTIER_HEAP_FAST void Lookup(Fn* out, const char* name) {
+KVTIER_NOT_SANITIZED void Lookup(Fn* out, const char* name) {
   *out = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
 }
 
 // False while this thread is resolving (its allocations then use the arena).
-[[gnu::noinline, gnu::cold]] KVTIER_HEAP_FAST bool Resolve() {
+[[gnu::noinline, gnu::cold]] KVTIER_NOT_SANITIZED bool Resolve() {
   if (Resolved()) return true;
   if (t_resolving) return false;
   t_resolving = true;
@@ -136,7 +135,7 @@ KVTIER_HEAP_FAST void Lookup(Fn* out, const char* name) {
 }
 
 // The next allocator's functions; nullptr while this thread resolves them.
-KVTIER_HEAP_FAST inline const NextHeap* Next() {
+KVTIER_NOT_SANITIZED inline const NextHeap* Next() {
   if (Resolved()) [[likely]] return &g_next;
   return Resolve() ? &g_next : nullptr;
 }
@@ -205,7 +204,7 @@ void* ReallocTiered(void* p, size_t bytes) {
   return moved;
 }
 
-KVTIER_HEAP_FAST inline bool ValidAlignment(size_t align) {
+KVTIER_NOT_SANITIZED inline bool ValidAlignment(size_t align) {
   return align != 0 && (align & (align - 1)) == 0;
 }
 
@@ -241,7 +240,7 @@ namespace {
 
 // The slow paths of malloc and free, out of line so that theirs are a
 // compare and a jump to the next allocator.
-[[gnu::noinline]] KVTIER_HEAP_FAST void* MallocSlow(size_t bytes, const void* caller) {
+[[gnu::noinline]] KVTIER_NOT_SANITIZED void* MallocSlow(size_t bytes, const void* caller) {
   if (bytes >= Threshold()) {
     if (void* p = TryTier(bytes, 1, "malloc", caller)) return p;
   }
@@ -249,7 +248,7 @@ namespace {
   return next ? next->malloc(bytes) : ArenaAlloc(bytes, 16);
 }
 
-[[gnu::noinline]] KVTIER_HEAP_FAST void FreeSlow(void* p) {
+[[gnu::noinline]] KVTIER_NOT_SANITIZED void FreeSlow(void* p) {
   if (VaRange::Process().Contains(p)) {
     FreeTiered(p);
     return;
@@ -281,7 +280,7 @@ KVTIER_HEAP_EXPORT void free(void* p) noexcept {
 namespace kvtier::interpose {
 namespace {
 
-[[gnu::noinline]] KVTIER_HEAP_FAST void* CallocSlow(size_t count, size_t size,
+[[gnu::noinline]] KVTIER_NOT_SANITIZED void* CallocSlow(size_t count, size_t size,
                                                     const void* caller) {
   size_t bytes = 0;
   if (__builtin_mul_overflow(count, size, &bytes)) {
@@ -295,7 +294,7 @@ namespace {
   return ArenaAlloc(bytes, 16);  // static storage: zeros
 }
 
-[[gnu::noinline]] KVTIER_HEAP_FAST void* ReallocSlow(void* p, size_t bytes) {
+[[gnu::noinline]] KVTIER_NOT_SANITIZED void* ReallocSlow(void* p, size_t bytes) {
   if (VaRange::Process().Contains(p)) return ReallocTiered(p, bytes);
   const NextHeap* next = Next();
   if (InArena(p)) {  // out of the arena, into the heap
@@ -309,7 +308,7 @@ namespace {
   return next ? next->realloc(p, bytes) : nullptr;
 }
 
-[[gnu::noinline]] KVTIER_HEAP_FAST int PosixMemalignSlow(void** out, size_t align, size_t bytes,
+[[gnu::noinline]] KVTIER_NOT_SANITIZED int PosixMemalignSlow(void** out, size_t align, size_t bytes,
                                                          const void* caller) {
   if (bytes >= Threshold() && ValidAlignment(align) &&
       align % sizeof(void*) == 0) {
@@ -359,7 +358,7 @@ namespace {
 // The aligned allocations kvtier sees seldom (aligned_alloc, memalign,
 // valloc, pvalloc): a tiered block when large and matched; nullptr: the
 // caller allocates with the next allocator.
-KVTIER_HEAP_FAST inline void* TierIfLarge(size_t bytes, size_t align, const char* api,
+KVTIER_NOT_SANITIZED inline void* TierIfLarge(size_t bytes, size_t align, const char* api,
                                           const void* caller) {
   if (bytes < Threshold() || !ValidAlignment(align)) [[likely]] return nullptr;
   return TryTier(bytes, align, api, caller);

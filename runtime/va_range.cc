@@ -87,11 +87,6 @@ void VaRange::Give(uintptr_t start, size_t bytes) {
   free_->emplace(lo, len);
 }
 
-void VaRange::AdoptPlain(uintptr_t start, size_t bytes) {
-  MutexLock lock(&mu_);
-  AdoptPlainForkLocked(start, bytes);
-}
-
 void VaRange::LockForFork() { mu_.Lock(); }
 
 void VaRange::AdoptPlainForkLocked(uintptr_t start, size_t bytes) {

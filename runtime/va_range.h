@@ -47,10 +47,10 @@ class VaRange {
   void Give(uintptr_t start, size_t bytes);
 
   // Plain blocks: spans taken from the range that are no tiered region (a
-  // fork child's private copies of its parent's blocks). Adopt records one;
-  // PlainBytes gives its length when `p` starts one (else 0); FreePlain
-  // gives it back and forgets it (false when `p` starts none).
-  void AdoptPlain(uintptr_t start, size_t bytes);
+  // fork child's private copies of its parent's blocks, recorded with
+  // AdoptPlainForkLocked below). PlainBytes gives its length when `p` starts
+  // one (else 0); FreePlain gives it back and forgets it (false when `p`
+  // starts none).
   size_t PlainBytes(const void* p) const;
   bool FreePlain(const void* p);
 

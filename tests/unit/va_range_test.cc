@@ -78,7 +78,9 @@ TEST(VaRange, PlainBlocksAreFoundAndFreedOnce) {
   ASSERT_TRUE(range.Reserve(4 * kMiB).ok());
   Result<uintptr_t> a = range.Take(kMiB, 4096);
   ASSERT_TRUE(a.ok());
-  range.AdoptPlain(a.value(), kMiB);
+  range.LockForFork();  // as a fork child adopts its copies
+  range.AdoptPlainForkLocked(a.value(), kMiB);
+  range.UnlockAfterFork();
   const void* p = reinterpret_cast<void*>(a.value());
   EXPECT_EQ(range.PlainBytes(p), kMiB);
   EXPECT_EQ(range.PlainBytes(reinterpret_cast<void*>(a.value() + 4096)), 0u);
