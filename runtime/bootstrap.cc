@@ -59,7 +59,9 @@ void ResetInChild() {
 // KVTIER_DEVICE_BUDGET or nine tenths of the simulated device's memory.
 Runtime* StartSim(const Options& options) {
   Options effective = options;
-  if (effective.device_budget == 0) effective.device_budget = effective.sim_device_memory / 10 * 9;
+  if (effective.device_budget.For(0) == 0) {
+    effective.device_budget = DeviceSizes{effective.sim_device_memory / 10 * 9, {}};
+  }
   Runtime::Parts parts;
   auto created = Runtime::Create(effective, std::move(parts));
   if (created.ok()) return created.value().release();
@@ -89,7 +91,7 @@ Runtime* StartHost(const Options& options) {
         "blocks stay in memory (set KVTIER_DISK_BUDGET to spill them to SSD)");
   }
   Options effective = options;
-  effective.device_budget = budget - staging;
+  effective.device_budget = DeviceSizes{budget - staging, {}};
   effective.host_budget = staging;
   // Room for every block kvtier can back, twice over (alignment, reuse).
   const uint64_t backed = budget + options.disk_budget;

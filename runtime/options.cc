@@ -157,6 +157,13 @@ Status ParseStringOption(const OptionInfo& row, std::string_view text, std::stri
   return Status::Ok();
 }
 
+Status ParseDeviceSizesOption(const OptionInfo& row, std::string_view text, DeviceSizes* out) {
+  Result<DeviceSizes> value = ParseDeviceSizes(text);
+  if (!value.ok()) return Invalid(row, text, value.status());
+  *out = std::move(value).value();
+  return Status::Ok();
+}
+
 // No List row exists yet; the parser is kept (and tested) for the first one.
 [[maybe_unused]] Status ParseListOption(const OptionInfo& row, std::string_view text,
                                         std::vector<std::string>* out) {
@@ -228,6 +235,7 @@ std::string FormatValue(double v) {
   return buf;
 }
 std::string FormatValue(const std::string& v) { return v; }
+std::string FormatValue(const DeviceSizes& v) { return FormatDeviceSizes(v); }
 [[maybe_unused]] std::string FormatValue(const std::vector<std::string>& v) {
   std::string s;
   for (const std::string& item : v) s += (s.empty() ? "" : ",") + item;
@@ -343,6 +351,57 @@ Result<std::vector<std::string>> ParseList(std::string_view text) {
     if (comma == std::string_view::npos) return items;
     text.remove_prefix(comma + 1);
   }
+}
+
+uint64_t DeviceSizes::For(int device) const {
+  for (const auto& [ordinal, bytes] : listed) {
+    if (ordinal == device) return bytes;
+  }
+  return all;
+}
+
+Result<DeviceSizes> ParseDeviceSizes(std::string_view text) {
+  constexpr int kMaxOrdinal = 63;
+  DeviceSizes sizes;
+  if (text.find(':') == std::string_view::npos) {
+    Result<uint64_t> all = ParseSize(text);
+    if (!all.ok()) return all.status();
+    sizes.all = all.value();
+    return sizes;
+  }
+  Result<std::vector<std::string>> items = ParseList(text);
+  if (!items.ok()) return items.status();
+  for (const std::string& item : items.value()) {
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos) {
+      return Status::Error("'" + item + "' is not ORDINAL:SIZE (write every item of a list as 0:40G)");
+    }
+    int ordinal = -1;
+    const std::string_view number = std::string_view(item).substr(0, colon);
+    auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), ordinal);
+    if (ec != std::errc() || end != number.data() + number.size() || ordinal < 0 ||
+        ordinal > kMaxOrdinal) {
+      return Status::Errorf("'%s': the GPU ordinal must be a number from 0 to %d", item.c_str(),
+                            kMaxOrdinal);
+    }
+    Result<uint64_t> bytes = ParseSize(std::string_view(item).substr(colon + 1));
+    if (!bytes.ok()) return Status::Error("'" + item + "': " + bytes.status().message());
+    for (const auto& seen : sizes.listed) {
+      if (seen.first == ordinal) return Status::Errorf("GPU %d is listed twice", ordinal);
+    }
+    sizes.listed.emplace_back(ordinal, bytes.value());
+  }
+  std::sort(sizes.listed.begin(), sizes.listed.end());
+  return sizes;
+}
+
+std::string FormatDeviceSizes(const DeviceSizes& sizes) {
+  if (sizes.listed.empty()) return sizes.all == 0 ? "0" : FormatBytes(sizes.all);
+  std::string s;
+  for (const auto& [ordinal, bytes] : sizes.listed) {
+    s += (s.empty() ? "" : ",") + std::to_string(ordinal) + ":" + (bytes == 0 ? "0" : FormatBytes(bytes));
+  }
+  return s;
 }
 
 void DumpOptions(const Options& options, FILE* out) {

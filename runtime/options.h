@@ -10,11 +10,21 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "runtime/status.h"
 
 namespace kvtier {
+
+// A size for every GPU, or per GPU: "40G", or "0:40G,1:20G" (devices the
+// list leaves out get the automatic size, 0).
+struct DeviceSizes {
+  uint64_t all = 0;                                   // every device not listed
+  std::vector<std::pair<int, uint64_t>> listed;       // (ordinal, bytes), ascending
+  uint64_t For(int device) const;
+  bool operator==(const DeviceSizes&) const = default;
+};
 
 namespace option_types {
 using Bool = bool;
@@ -24,6 +34,7 @@ using Double = double;
 using Enum = std::string;
 using String = std::string;
 using List = std::vector<std::string>;
+using DeviceSizes = kvtier::DeviceSizes;
 }  // namespace option_types
 
 struct Options {
@@ -56,6 +67,10 @@ Result<Options> ParseOptions(const EnvLookup& env);
 Result<bool> ParseBool(std::string_view text);
 // Comma-separated items, spaces around them trimmed; no empty items.
 Result<std::vector<std::string>> ParseList(std::string_view text);
+// "SIZE" or "ORDINAL:SIZE,ORDINAL:SIZE..." (ordinals 0..63, each once).
+Result<DeviceSizes> ParseDeviceSizes(std::string_view text);
+// The text ParseDeviceSizes reads back ("0" when automatic everywhere).
+std::string FormatDeviceSizes(const DeviceSizes& sizes);
 // Fails on the first KVTIER_* entry of envp that names no option, suggesting
 // the closest name (a typo such as KVTIER_PAGESIZE must not pass silently).
 Status CheckUnknownVariables(char** envp);

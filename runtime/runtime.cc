@@ -104,7 +104,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts p
     }
     SimDeviceConfig config;
     config.store = rt->store_.get();
-    config.capacity_bytes = options.device_budget;
+    config.capacity_bytes = options.device_budget.For(0);
     config.fault_threads = static_cast<int>(options.sim_fault_threads);
     config.events = rt.get();
     config.counters = &rt->counters_;

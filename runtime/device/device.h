@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "runtime/page_table.h"
 #include "runtime/status.h"
@@ -83,9 +84,17 @@ class Device {
   virtual void AfterForkInParent() {}
   virtual void AfterForkInChild() {}
 
-  // Bytes of tiered pages resident on the device, and the most allowed.
+  // Bytes of tiered pages resident on the device, and the most allowed
+  // (over every GPU the backend uses).
   virtual uint64_t resident_bytes() const = 0;
   virtual uint64_t capacity_bytes() const = 0;
+
+  // The same per GPU, for the stats: one row per GPU in use, by ordinal.
+  struct GpuUsage {
+    int ordinal = 0;
+    uint64_t used = 0, budget = 0;
+  };
+  virtual std::vector<GpuUsage> gpus() const { return {{0, resident_bytes(), capacity_bytes()}}; }
 };
 
 }  // namespace kvtier

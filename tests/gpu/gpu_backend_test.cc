@@ -53,7 +53,7 @@ class GpuBackend : public ::testing::Test {
   // The backend through its real entry point, with `budget` bytes.
   std::unique_ptr<cuda::UvmDevice> MakeDevice(uint64_t budget) {
     Options options;
-    options.device_budget = budget;
+    options.device_budget = DeviceSizes{budget, {}};
     options.page_size = kPage;
     options.tick_ms = 10;
     auto made = MakeCudaDevice(options, &events_, &counters_);

@@ -115,7 +115,8 @@ class UvmDeviceTest : public ::testing::Test {
     UvmDeviceConfig config;
     config.api = api;
     config.device = 0;
-    config.capacity_bytes = 4 * kMiB;  // two pages
+    config.budget.all = 4 * kMiB;  // two pages
+    config.page_size = kPage;
     config.events = &events_;
     config.counters = &counters_;
     config.use_cupti = false;

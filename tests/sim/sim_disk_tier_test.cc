@@ -328,7 +328,7 @@ TEST_F(SimDiskTest, APolicyTickSpillsItsPagesAsOneGroup) {
     store_ = std::move(made_store).value();
     store = store_.get();
     SimDeviceConfig config;
-    config.capacity_bytes = options.value().device_budget;
+    config.capacity_bytes = options.value().device_budget.For(0);
     config.events = events;
     config.counters = counters;
     config.store = store;

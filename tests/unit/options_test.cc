@@ -98,7 +98,7 @@ TEST(ParseOptions, DefaultsWhenUnset) {
   const Options& o = r.value();
   EXPECT_EQ(o.backend, "auto");
   EXPECT_EQ(o.page_size, 64 * kKiB);
-  EXPECT_EQ(o.device_budget, 0u);
+  EXPECT_EQ(o.device_budget, DeviceSizes{});
   EXPECT_EQ(o.host_budget, 0u);
   EXPECT_EQ(o.disk_budget, 0u);
   EXPECT_EQ(o.disk_dir, "/var/tmp/kvtier");
@@ -135,7 +135,12 @@ TEST(ParseOptions, AcceptsGoodValuesOfEveryType) {
       {"KVTIER_PAGE_SIZE", "1G", [](const Options& o) { return o.page_size == kGiB; }},
       {"KVTIER_PAGE_SIZE", "65536", [](const Options& o) { return o.page_size == 64 * kKiB; }},
       {"KVTIER_DEVICE_BUDGET", "40GiB",
-       [](const Options& o) { return o.device_budget == 40 * kGiB; }},
+       [](const Options& o) { return o.device_budget == DeviceSizes{40 * kGiB, {}}; }},
+      {"KVTIER_DEVICE_BUDGET", "1:20G, 0:40G",
+       [](const Options& o) {
+         return o.device_budget.For(0) == 40 * kGiB && o.device_budget.For(1) == 20 * kGiB &&
+                o.device_budget.For(2) == 0 && o.device_budget.listed.front().first == 0;
+       }},
       {"KVTIER_DISK_BUDGET", "1T", [](const Options& o) { return o.disk_budget == kTiB; }},
       {"KVTIER_MOVE_BYTES_PER_TICK", "256M",
        [](const Options& o) { return o.move_bytes_per_tick == 256 * kMiB; }},
@@ -191,6 +196,13 @@ TEST(ParseOptions, RejectsBadValuesNamingVariableValueAndAcceptedForm) {
       {"KVTIER_PAGE_SIZE", "1.5M", "not a whole number (write 1536M, not 1.5G)"},
       {"KVTIER_DEVICE_BUDGET", "-1G", "negative size"},
       {"KVTIER_DEVICE_BUDGET", "99999999999999999999G", "too large"},
+      {"KVTIER_DEVICE_BUDGET", "0:40G,20G",
+       "'20G' is not ORDINAL:SIZE (write every item of a list as 0:40G)"},
+      {"KVTIER_DEVICE_BUDGET", "0:40G,0:20G", "GPU 0 is listed twice"},
+      {"KVTIER_DEVICE_BUDGET", "64:1G", "'64:1G': the GPU ordinal must be a number from 0 to 63"},
+      {"KVTIER_DEVICE_BUDGET", "x:1G", "'x:1G': the GPU ordinal must be a number from 0 to 63"},
+      {"KVTIER_DEVICE_BUDGET", "0:40G,,1:2G", "empty item in the list"},
+      {"KVTIER_DEVICE_BUDGET", "1:-2G", "'1:-2G': negative size"},
       {"KVTIER_HOST_BUDGET", "64Gb/s",
        "unknown size suffix \"Gb/s\" (use K, M, G or T, optionally with B or iB)"},
       // Int.

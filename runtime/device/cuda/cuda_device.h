@@ -12,10 +12,11 @@
 
 namespace kvtier {
 
-// Makes the CUDA device backend for the current device, or fails (with a
+// Makes the CUDA device backend, starting on the current GPU, or fails (with a
 // message saying why) when no CUDA driver or device answers. Never asks UVM
-// to oversubscribe the card: the capacity is KVTIER_DEVICE_BUDGET, or 90% of
-// the memory free at start when it is 0, and never more than what is free.
+// to oversubscribe a card: each GPU's budget is its KVTIER_DEVICE_BUDGET, or
+// 90% of the memory it has free at first use when that is 0, and never more
+// than what is free.
 Result<std::unique_ptr<Device>> MakeCudaDevice(const Options& options, DeviceEvents* events,
                                                Counters* counters);
 

@@ -21,8 +21,11 @@ constexpr uint64_t kFreeMemoryRecheckNs = 50'000'000;
 class ScopedContext {
  public:
   ScopedContext(const DriverApi& api, CUcontext ctx) : api_(api), pushed_(false) {
-    if (ctx != nullptr) pushed_ = api_.cuCtxPushCurrent(ctx) == CUDA_SUCCESS;
+    if (ctx != nullptr) result_ = api_.cuCtxPushCurrent(ctx);
+    pushed_ = ctx != nullptr && result_ == CUDA_SUCCESS;
   }
+  // CUDA_SUCCESS when the context is current (or none was asked for).
+  CUresult result() const { return result_; }
   ~ScopedContext() {
     CUcontext popped;
     if (pushed_) api_.cuCtxPopCurrent(&popped);
@@ -33,6 +36,7 @@ class ScopedContext {
  private:
   const DriverApi& api_;
   bool pushed_;
+  CUresult result_ = CUDA_SUCCESS;
 };
 
 }  // namespace
@@ -60,6 +64,16 @@ Result<UvmDevice::DeviceState*> UvmDevice::DeviceLocked(CUdevice device) {
   DeviceState& state = devices_[device];
   if (state.ready) return &state;
   const DriverApi& api = config_.api;
+  int concurrent = 1;
+  if (device != config_.device && api.cuDeviceGetAttribute != nullptr &&
+      (api.cuDeviceGetAttribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
+                                device) != CUDA_SUCCESS ||
+       concurrent == 0)) {
+    return Status::Errorf(
+        "CUDA backend: GPU %d has no concurrent managed memory access; its allocations are not "
+        "tiered",
+        static_cast<int>(device));
+  }
   CUcontext context = nullptr;
   CUresult r = CUDA_SUCCESS;
   if (device == config_.device) {
@@ -76,20 +90,64 @@ Result<UvmDevice::DeviceState*> UvmDevice::DeviceLocked(CUdevice device) {
   if (api.cuCtxGetStreamPriorityRange(&least, &greatest) != CUDA_SUCCESS) least = 0;
   CUstream stream = nullptr;
   r = api.cuStreamCreateWithPriority(&stream, CU_STREAM_NON_BLOCKING, least);
+  Status sized;
   if (r != CUDA_SUCCESS) {
+    sized = Status::Errorf("CUDA backend: cannot create a migration stream on GPU %d (%s)",
+                           static_cast<int>(device), api.ErrorName(r));
+  } else {
+    state.context = context;
+    sized = SizeBudgetLocked(device, state);
+    if (!sized.ok() && api.cuStreamDestroy) api.cuStreamDestroy(stream);
+  }
+  if (!sized.ok()) {
+    state.context = nullptr;
     if (context != nullptr && device != config_.device) api.cuDevicePrimaryCtxRelease(device);
-    return Status::Errorf("CUDA backend: cannot create a migration stream on GPU %d (%s)",
-                          static_cast<int>(device), api.ErrorName(r));
+    return sized;
   }
   state.ready = true;
-  state.context = context;
   state.stream = stream;
+  capacity_bytes_.fetch_add(state.capacity, std::memory_order_relaxed);
+  Counters::Set(counters_.device_budget_bytes, capacity_bytes_.load(std::memory_order_relaxed));
   return &state;
+}
+
+Status UvmDevice::SizeBudgetLocked(CUdevice device, DeviceState& state) {
+  const DriverApi& api = config_.api;
+  size_t free_bytes = 0, total = 0;
+  CUresult r;
+  {
+    ScopedContext ctx(api, state.context);
+    r = ctx.result();
+    if (r == CUDA_SUCCESS) r = api.cuMemGetInfo(&free_bytes, &total);
+  }
+  if (r != CUDA_SUCCESS || free_bytes == 0) {
+    return Status::Errorf("GPU %d: cannot read its free memory (%s)", static_cast<int>(device),
+                          api.ErrorName(r));
+  }
+  const uint64_t asked = config_.budget.For(device);
+  uint64_t capacity = asked ? asked : free_bytes / 10 * 9;
+  if (capacity > free_bytes) {
+    Log(0, "KVTIER_DEVICE_BUDGET=%s is more than the %s free on GPU %d at start; using %s",
+        FormatBytes(asked).c_str(), FormatBytes(free_bytes).c_str(), static_cast<int>(device),
+        FormatBytes(free_bytes).c_str());
+    capacity = free_bytes;
+  }
+  capacity = capacity / config_.page_size * config_.page_size;
+  if (capacity == 0) {
+    return Status::Errorf("GPU %d: a device budget of less than one page (%s free)",
+                          static_cast<int>(device), FormatBytes(free_bytes).c_str());
+  }
+  state.capacity = capacity;
+  Log(1, "CUDA backend on GPU %d: %s free of %s, device budget %s", static_cast<int>(device),
+      FormatBytes(free_bytes).c_str(), FormatBytes(total).c_str(), FormatBytes(capacity).c_str());
+  return Status::Ok();
 }
 
 UvmDevice::UvmDevice(UvmDeviceConfig config)
     : config_(std::move(config)), counters_(config_.counters ? *config_.counters : own_counters_) {
-  resident_.prev = resident_.next = &resident_;
+  for (DeviceState& state : devices_) {
+    state.resident_list.prev = state.resident_list.next = &state.resident_list;
+  }
 }
 
 UvmDevice::~UvmDevice() {
@@ -136,6 +194,19 @@ uint64_t UvmDevice::resident_bytes() const {
   return resident_bytes_.load(std::memory_order_relaxed);
 }
 
+uint64_t UvmDevice::capacity_bytes() const {
+  return capacity_bytes_.load(std::memory_order_relaxed);
+}
+
+std::vector<Device::GpuUsage> UvmDevice::gpus() const {
+  std::vector<GpuUsage> out;
+  MutexLock lock(&mu_);
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (devices_[d].ready) out.push_back({d, devices_[d].resident, devices_[d].capacity});
+  }
+  return out;
+}
+
 void UvmDevice::StartCupti() {
   if (!config_.use_cupti) return;
   auto source = CuptiSource::Start(this);
@@ -156,9 +227,10 @@ Result<RegionPtr> UvmDevice::CreateRegion(RegionId id, size_t bytes, size_t page
   // initialisation calls into the driver and may start threads).
   std::call_once(cupti_once_, [this] { StartCupti(); });
   const uint64_t rounded = (uint64_t{bytes} + page_size - 1) / page_size * page_size;
-  // The engine's device: the one whose context is current on this thread.
+  // The engine's GPU: the one whose context is current on this thread.
   CUdevice device = config_.device;
-  if (config_.context != nullptr && config_.api.cuCtxGetDevice(&device) != CUDA_SUCCESS) {
+  if (config_.api.cuCtxGetDevice == nullptr ||
+      config_.api.cuCtxGetDevice(&device) != CUDA_SUCCESS) {
     device = config_.device;
   }
   CUcontext context = nullptr;
@@ -197,7 +269,8 @@ void UvmDevice::DestroyRegion(Region& region) {
     auto it = by_base_.find(region.base);
     if (it == by_base_.end() || it->second != r) return;
     by_base_.erase(it);
-    context = devices_[r->device].context;
+    DeviceState& dev = devices_[r->device];
+    context = dev.context;
     for (uint32_t p = 0; p < region.pages.size(); ++p) {
       Tier t = region.pages[p].tier.load(std::memory_order_relaxed);
       if (t == Tier::kDevice) {
@@ -205,6 +278,7 @@ void UvmDevice::DestroyRegion(Region& region) {
         l.prev->next = l.next;
         l.next->prev = l.prev;
         l.prev = l.next = nullptr;
+        dev.resident -= region.page_size;
         resident_bytes_.fetch_sub(region.page_size, std::memory_order_relaxed);
       }
       Account(t, region.page_size, /*add=*/false);
@@ -289,7 +363,7 @@ Status UvmDevice::Promote(Region& region, uint32_t page) {
     if (region.pages[page].tier.load(std::memory_order_relaxed) == Tier::kDevice) {
       return Status::Ok();
     }
-    status = MakeRoomLocked(region.page_size, &evicted);
+    status = MakeRoomLocked(r.value()->device, region.page_size, &evicted);
     if (status.ok()) status = CheckFreeMemoryLocked(r.value()->device, region.page_size);
     if (status.ok()) status = MoveLocked(*r.value(), page, /*to_host=*/false);
     if (status.ok()) {
@@ -302,16 +376,17 @@ Status UvmDevice::Promote(Region& region, uint32_t page) {
   return status;
 }
 
-Status UvmDevice::MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted) {
-  while (resident_bytes_.load(std::memory_order_relaxed) + bytes > config_.capacity_bytes) {
-    if (resident_.next == &resident_) {
+Status UvmDevice::MakeRoomLocked(CUdevice device, uint64_t bytes, std::vector<Evicted>* evicted) {
+  DeviceState& dev = devices_[device];
+  Link& list = dev.resident_list;
+  while (dev.resident + bytes > dev.capacity) {
+    if (list.next == &list) {
       return Status::Errorf(
-          "CUDA backend: a page of %llu bytes does not fit in the capacity of "
-          "%llu bytes",
-          static_cast<unsigned long long>(bytes),
-          static_cast<unsigned long long>(config_.capacity_bytes));
+          "CUDA backend: a page of %llu bytes does not fit in GPU %d's budget of %llu bytes",
+          static_cast<unsigned long long>(bytes), static_cast<int>(device),
+          static_cast<unsigned long long>(dev.capacity));
     }
-    Link* victim = resident_.next;
+    Link* victim = list.next;
     UvmRegion& vr = *victim->owner;
     const uint32_t vp = victim->page;
     if (Status s = MoveLocked(vr, vp, /*to_host=*/true); !s.ok()) return s;
@@ -349,17 +424,21 @@ void UvmDevice::SetTierLocked(UvmRegion& r, uint32_t page, Tier to) {
   if (from == to) return;
   const uint64_t bytes = r.region->page_size;
   Link& link = r.links[page];
+  DeviceState& dev = devices_[r.device];
   if (from == Tier::kDevice) {
     link.prev->next = link.next;
     link.next->prev = link.prev;
     link.prev = link.next = nullptr;
+    dev.resident -= bytes;
     resident_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
   }
   if (to == Tier::kDevice) {  // newest at the tail
-    link.prev = resident_.prev;
-    link.next = &resident_;
-    resident_.prev->next = &link;
-    resident_.prev = &link;
+    Link& list = dev.resident_list;
+    link.prev = list.prev;
+    link.next = &list;
+    list.prev->next = &link;
+    list.prev = &link;
+    dev.resident += bytes;
     resident_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   }
   Account(from, bytes, /*add=*/false);

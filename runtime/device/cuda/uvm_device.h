@@ -3,12 +3,13 @@
 //
 // - A region is one cuMemAllocManaged allocation of whole pages, made through
 //   the driver directly (driver_api.h), never through kvtier's hooks. It
-//   belongs to the device whose context is current on the allocating thread
-//   (the engine's cudaSetDevice), else the backend's first device; each
-//   device gets its primary context and its own migration stream on first
-//   use. The budget covers all of them (an engine process uses one device).
-// - Promote: prefetch the page to the device on the backend's own
-//   lowest-priority stream and set the device as its preferred location;
+//   belongs to the GPU whose context is current on the allocating thread
+//   (the engine's cudaSetDevice), else the backend's first GPU; each GPU gets
+//   its primary context, its own migration stream and its budget on first
+//   use. An engine that drives several GPUs from one process (llama.cpp with
+//   a split, HF accelerate) has its regions on each.
+// - Promote: prefetch the page to its GPU on the backend's own
+//   lowest-priority stream and set that GPU as its preferred location;
 //   Demote: unset the preferred location and prefetch it to the host. Both
 //   wait for their stream, so a move is complete when it returns. A GPU touch
 //   of a host page then faults and the driver migrates it back by itself.
@@ -19,21 +20,24 @@
 //   (device-to-host, cause eviction) is reported with OnDriverEviction.
 //   Records are evidence, not inline handling: one may arrive after a later
 //   move of the same page, and the policy corrects such a page next tick.
-// - Budget: the backend keeps resident tiered pages at or below the capacity
-//   (KVTIER_DEVICE_BUDGET, never above the memory free at start): Promote makes
-//   room first (the least recently migrated page goes to the host, as UVM
-//   would), a Promote that would leave less than the headroom of device memory
-//   free for the engine fails, and pages faulted in beyond the capacity are
-//   sent back by the maintenance thread within one period. UVM itself is never
-//   asked to hold more than the capacity.
+// - Budget, per GPU: KVTIER_DEVICE_BUDGET for that GPU (never above the
+//   memory it has free when first used), else nine tenths of that free
+//   memory. The backend keeps each GPU's resident tiered pages within its
+//   budget: Promote makes room on the page's GPU first (its least recently
+//   migrated page goes to the host, as UVM would), a Promote that would leave
+//   less than the headroom of that GPU's memory free for the engine fails,
+//   and pages faulted in beyond a budget are sent back by the maintenance
+//   thread within one period. UVM itself is never asked to hold more than
+//   the budget. The policy sees the GPUs' sum (capacity_bytes); gpus() has
+//   each one.
 // - Maintenance thread ("kvtier-uvm"): flushes CUPTI's buffers and enforces
-//   the budget every period.
+//   the budgets every period.
 // - Fork: the child's CUDA context is unusable; AfterForkInChild makes every
 //   operation fail and the destructor leave the parent's state alone.
-// Thread-safety: every public method may be called from any thread. One mutex
-// guards the region map, the resident list and every residency change; moves
-// hold it across their stream wait (a page move, tens of microseconds).
-// DeviceEvents are called with no lock held.
+// Thread-safety: every public method may be called from any thread. One
+// mutex guards the region map, the resident lists and every residency
+// change; moves hold it across their stream wait (a page move, tens of
+// microseconds). DeviceEvents are called with no lock held.
 #pragma once
 
 #include <atomic>
@@ -48,6 +52,7 @@
 #include "runtime/device/cuda/driver_api.h"
 #include "runtime/device/device.h"
 #include "runtime/mutex.h"
+#include "runtime/options.h"  // DeviceSizes
 
 namespace kvtier::cuda {
 
@@ -55,11 +60,14 @@ struct UvmRegion;  // per-region state (uvm_device.cc)
 
 struct UvmDeviceConfig {
   DriverApi api;
-  CUdevice device = 0;  // the device the budget was sized on
+  CUdevice device = 0;  // the first GPU: regions go here when no context is current
   // Its primary context, retained (the backend releases it); null in tests,
-  // which then use `device` for every region and no contexts.
+  // which then use no contexts at all.
   CUcontext context = nullptr;
-  uint64_t capacity_bytes = 0;
+  // Bytes per GPU (KVTIER_DEVICE_BUDGET); 0 for a GPU: nine tenths of what it
+  // has free at first use. Capped at that free memory, in whole pages.
+  DeviceSizes budget;
+  size_t page_size = size_t{2} << 20;
   // A Promote fails while the device has less than this much free memory
   // besides the page: the engine's own allocations must not be starved.
   uint64_t headroom_bytes = uint64_t{256} << 20;
@@ -89,7 +97,8 @@ class UvmDevice final : public Device, public UvmEventSink {
   Status Promote(Region& region, uint32_t page) override;
   void AfterForkInChild() override;
   uint64_t resident_bytes() const override;
-  uint64_t capacity_bytes() const override { return config_.capacity_bytes; }
+  uint64_t capacity_bytes() const override;
+  std::vector<GpuUsage> gpus() const override;
   // Each move waits for its prefetch on the backend's stream; the mover
   // budgets them by the link (KVTIER_LINK_BANDWIDTH overrides this).
   LinkRates link_rates() const override {
@@ -127,13 +136,16 @@ class UvmDevice final : public Device, public UvmEventSink {
     Tier from;
     uint64_t wait_ns;
   };
-  // What the backend holds on one device, set up on first use.
+  // What the backend holds on one GPU, set up on first use.
   struct DeviceState {
     bool ready = false;
     CUcontext context = nullptr;  // its primary context, retained
     CUstream stream = nullptr;    // the migration stream, lowest priority
     uint64_t free_checked_ns = 0;
     uint64_t free_bytes = 0;
+    uint64_t capacity = 0;  // its budget, whole pages
+    uint64_t resident = 0;  // bytes of tiered pages on it
+    Link resident_list;     // sentinel: its pages, least recently migrated first
   };
   static constexpr int kMaxDevices = 64;
 
@@ -144,7 +156,12 @@ class UvmDevice final : public Device, public UvmEventSink {
   UvmRegion* FindByAddressLocked(uintptr_t addr) const REQUIRES(mu_);
   // Moves one page and waits for it.
   Status MoveLocked(UvmRegion& r, uint32_t page, bool to_host) REQUIRES(mu_);
-  Status MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted) REQUIRES(mu_);
+  // Sends the GPU's least recently migrated pages to the host until `bytes`
+  // more fit its budget.
+  Status MakeRoomLocked(CUdevice device, uint64_t bytes, std::vector<Evicted>* evicted)
+      REQUIRES(mu_);
+  // The GPU's budget from the option and the memory it has free now.
+  Status SizeBudgetLocked(CUdevice device, DeviceState& state) REQUIRES(mu_);
   Status CheckFreeMemoryLocked(CUdevice device, uint64_t bytes) REQUIRES(mu_);
   void SetTierLocked(UvmRegion& r, uint32_t page, Tier to) REQUIRES(mu_);
   void Account(Tier tier, uint64_t bytes, bool add);
@@ -156,12 +173,12 @@ class UvmDevice final : public Device, public UvmEventSink {
   Counters own_counters_;
   Counters& counters_;
   std::atomic<bool> forked_{false};
-  std::atomic<uint64_t> resident_bytes_{0};
+  std::atomic<uint64_t> resident_bytes_{0};  // every GPU's
+  std::atomic<uint64_t> capacity_bytes_{0};  // the budgets of the GPUs in use
   std::atomic<uint64_t> thrashing_{0};
 
   mutable Mutex mu_;
   std::map<uintptr_t, UvmRegion*> by_base_ GUARDED_BY(mu_);
-  Link resident_ GUARDED_BY(mu_);  // sentinel, oldest first
   DeviceState devices_[kMaxDevices] GUARDED_BY(mu_);
 
   std::once_flag cupti_once_;

@@ -72,8 +72,9 @@ void UvmDevice::Maintain() {
   std::vector<Evicted> evicted;
   {
     MutexLock lock(&mu_);
-    if (resident_bytes_.load(std::memory_order_relaxed) > config_.capacity_bytes) {
-      Status s = MakeRoomLocked(0, &evicted);
+    for (int d = 0; d < kMaxDevices; ++d) {
+      if (!devices_[d].ready || devices_[d].resident <= devices_[d].capacity) continue;
+      Status s = MakeRoomLocked(d, 0, &evicted);
       if (!s.ok()) Log(1, "%s", s.message().c_str());
     }
   }

@@ -64,7 +64,8 @@ SimDevice::SimDevice(const SimDeviceConfig& config, UserFaultFd uffd, int stop_f
       uffd_(std::move(uffd)),
       stop_fd_(stop_fd),
       by_base_(std::make_unique<std::map<uintptr_t, SimRegion*>>()),
-      max_scratch_(static_cast<size_t>(config.fault_threads) + 2) {}
+      scratch_(static_cast<size_t>(config.fault_threads) + 2, "simulated GPU"),
+      writer_(config.store) {}
 
 SimDevice::~SimDevice() {
   if (forked_.load()) {

@@ -82,6 +82,7 @@
 #include "runtime/device/sim/uffd.h"
 #include "runtime/mutex.h"
 #include "runtime/start_step.h"
+#include "runtime/storage/page_writer.h"
 #include "runtime/storage/spill_batch.h"
 #include "runtime/storage/spill_store.h"
 
@@ -229,20 +230,8 @@ class SimDevice final : public Device {
   // Marks a kHost page in flight for a spill. nullptr: nothing to do (not
   // on the host, or already moving).
   Result<SimRegion*> BeginSpillLocked(Region& region, uint32_t page) REQUIRES(mu_);
-  struct SpillSource {
-    const uint8_t* bytes;
-    size_t len;
-  };
-  // Writes the pages to the store (mu_ not held): one through the store's
-  // synchronous Write, more through spill_batch_. Calls `written` once per
-  // source, with its index, as each write completes (with
-  // spill_batch_mu_ held: it may take mu_, never the other way round).
-  using WrittenFn = std::function<void(size_t index, const Result<SpillSlot>& slot)>;
-  void WriteToStore(const std::vector<SpillSource>& sources, const WrittenFn& written);
   Status FinishSpillLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written)
       REQUIRES(mu_);
-  // True when the `len` bytes (a multiple of 8, 8-aligned) are all zero.
-  static bool IsAllZero(const uint8_t* bytes, size_t len);
   // Ends the spill of a page read as all zeros: punched out of the memfd,
   // written nowhere, it becomes kUntouched (its next touch reads zeros).
   Status DropZeroPageLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
@@ -251,8 +240,6 @@ class SimDevice final : public Device {
   void ReadBackSpilledLocked(SimRegion& r) REQUIRES(mu_);
   // Reads a spilled page into dst; stops the process if it cannot.
   void ReadOrDie(const SimRegion& r, uint32_t page, uint32_t slot, uint64_t checksum, uint8_t* dst);
-  AlignedBuffer TakeScratch(size_t bytes);
-  void ReturnScratch(AlignedBuffer buffer);
 
   const uint64_t capacity_;
   const char* const kind_;
@@ -274,7 +261,7 @@ class SimDevice final : public Device {
   void CopyBlocksInForkChild() REQUIRES(mu_);
   std::atomic<uint64_t> coalesced_faults_{0};
 
-  // Lock order: spill_batch_mu_ before mu_ before scratch_mu_ and the
+  // Lock order: the writer's before mu_ before the scratch pool's and the
   // store's locks (a tick holds the runtime's tick lock before all of them).
   mutable Mutex mu_;  // the transition lock
   // With mu_: signalled when a page's disk I/O ends (its in-flight flag
@@ -291,14 +278,13 @@ class SimDevice final : public Device {
   size_t zero_src_bytes_ GUARDED_BY(mu_) = 0;
 
   // Private page buffers for restores: each restore reads into its own, so
-  // the engine never sees bytes before they are verified.
-  const size_t max_scratch_;  // kept for reuse: one per fault thread, two for Promote
-  Mutex scratch_mu_;
-  std::vector<AlignedBuffer> scratch_ GUARDED_BY(scratch_mu_);
+  // the engine never sees bytes before they are verified. Kept for reuse:
+  // one per fault thread, two for Promote.
+  ScratchPool scratch_;
 
-  // The pipeline of SpillPages (created on first use, before the store dies).
-  Mutex spill_batch_mu_;
-  std::unique_ptr<SpillBatch> spill_batch_ GUARDED_BY(spill_batch_mu_);
+  // The pipeline of SpillPages (concurrent callers take turns; its lock
+  // comes before mu_).
+  PageWriter writer_;
 };
 
 }  // namespace kvtier

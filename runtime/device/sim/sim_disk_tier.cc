@@ -69,14 +69,14 @@ void SimDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
   }
   jobs = std::move(writes);
   if (jobs.empty()) return;
-  std::vector<SpillSource> sources;
+  std::vector<PageWriter::Source> sources;
   for (const Job& j : jobs) {
     const size_t len = j.r->region->page_size;
     sources.push_back({j.r->views.alias + uint64_t{j.page} * len, len});
   }
   // Each page is punched and booked as soon as its write completes, under
   // the lock for that page alone, while the others are still in flight.
-  WriteToStore(sources, [&](size_t j, const Result<SpillSlot>& written) {
+  writer_.Write(sources, [&](size_t j, const Result<SpillSlot>& written) {
     MutexLock lock(&mu_);
     results[jobs[j].index] = FinishSpillLocked(*jobs[j].r, jobs[j].page, written);
     EndDiskIoLocked(*jobs[j].r);
@@ -102,48 +102,6 @@ Result<SimRegion*> SimDevice::BeginSpillLocked(Region& region, uint32_t page) {
   rec.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
   ++r->disk_io;
   return r;
-}
-
-void SimDevice::WriteToStore(const std::vector<SpillSource>& sources, const WrittenFn& written) {
-  if (sources.size() == 1) {
-    // One page: the store's pooled lanes, so callers on other threads spill
-    // in parallel.
-    written(0, store_->Write(sources[0].bytes, sources[0].len));
-    return;
-  }
-  MutexLock batch_lock(&spill_batch_mu_);
-  std::vector<bool> reported(sources.size(), false);
-  auto report = [&](const std::vector<SpillCompletion>& done) {
-    for (const SpillCompletion& c : done) {
-      reported[c.tag] = true;
-      written(c.tag, c.status.ok() ? Result<SpillSlot>(c.slot) : Result<SpillSlot>(c.status));
-    }
-  };
-  Status broken;
-  if (spill_batch_ == nullptr) {
-    Result<std::unique_ptr<SpillBatch>> made = store_->NewBatch();
-    if (made.ok()) {
-      spill_batch_ = std::move(made).value();
-    } else {
-      broken = made.status();
-    }
-  }
-  if (broken.ok()) {
-    for (size_t j = 0; j < sources.size(); ++j) {
-      spill_batch_->AddWrite(sources[j].bytes, sources[j].len, j);
-    }
-    while (broken.ok() && spill_batch_->outstanding() > 0) {
-      std::vector<SpillCompletion> done;
-      broken = spill_batch_->Wait(1, &done);
-      report(done);  // what completed, even when the queue broke
-    }
-    // A broken queue is dropped; the next group sets up a new one.
-    if (!broken.ok()) spill_batch_.reset();
-  }
-  const Status missing = broken.ok() ? Status::Error("the spill write did not complete") : broken;
-  for (size_t j = 0; j < sources.size(); ++j) {
-    if (!reported[j]) written(j, missing);
-  }
 }
 
 Status SimDevice::FinishSpillLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written) {
@@ -178,17 +136,6 @@ Status SimDevice::FinishSpillLocked(SimRegion& r, uint32_t page, const Result<Sp
   rec.checksum = slot.checksum;
   SetTierLocked(r, page, Tier::kDisk);
   return Status::Ok();
-}
-
-bool SimDevice::IsAllZero(const uint8_t* bytes, size_t len) {
-  // Word at a time; pages are page aligned and a multiple of 8 bytes.
-  const auto* words = reinterpret_cast<const uint64_t*>(bytes);
-  uint64_t any = 0;
-  for (size_t i = 0; i < len / sizeof(uint64_t); ++i) {
-    any |= words[i];
-    if ((i & 511) == 511 && any != 0) return false;  // stop early on data
-  }
-  return any == 0;
 }
 
 Status SimDevice::DropZeroPageLocked(SimRegion& r, uint32_t page) {
@@ -226,7 +173,7 @@ Status SimDevice::RestoreLocked(SimRegion& r, uint32_t page, std::vector<Evicted
   rec.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
   ++r.disk_io;
   mu_.Unlock();
-  AlignedBuffer buffer = TakeScratch(len);
+  AlignedBuffer buffer = scratch_.Take(len);
   if (buffer.data() != nullptr) ReadOrDie(r, page, slot, checksum, buffer.data());
   mu_.Lock();
   Status s = buffer.data() != nullptr
@@ -238,7 +185,7 @@ Status SimDevice::RestoreLocked(SimRegion& r, uint32_t page, std::vector<Evicted
   // happen: wake them to fault again.
   if (!s.ok()) uffd_.Wake(region.PageAddr(page), len);
   EndDiskIoLocked(r);
-  ReturnScratch(std::move(buffer));
+  scratch_.Return(std::move(buffer));
   return s;
 }
 
@@ -294,31 +241,6 @@ void SimDevice::ReadOrDie(const SimRegion& r, uint32_t page, uint32_t slot, uint
       "disk tier: stopping the process: region %u (%s) page %u cannot be restored from the %s: %s",
       region.id, region.tag.c_str(), page, store_->file_description().c_str(), s.message().c_str());
   abort();
-}
-
-AlignedBuffer SimDevice::TakeScratch(size_t bytes) {
-  {
-    MutexLock lock(&scratch_mu_);
-    for (size_t i = 0; i < scratch_.size(); ++i) {
-      if (scratch_[i].size() < bytes) continue;
-      AlignedBuffer b = std::move(scratch_[i]);
-      scratch_.erase(scratch_.begin() + static_cast<ptrdiff_t>(i));
-      return b;
-    }
-  }
-  Result<AlignedBuffer> made = AlignedBuffer::Allocate(bytes);
-  if (!made.ok()) {
-    static std::atomic<bool> warned{false};
-    WarnOnce(&warned, "simulated GPU: %s", made.status().message().c_str());
-    return AlignedBuffer();
-  }
-  return std::move(made).value();
-}
-
-void SimDevice::ReturnScratch(AlignedBuffer buffer) {
-  if (buffer.data() == nullptr) return;
-  MutexLock lock(&scratch_mu_);
-  if (scratch_.size() < max_scratch_) scratch_.push_back(std::move(buffer));
 }
 
 }  // namespace kvtier

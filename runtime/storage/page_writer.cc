@@ -1,0 +1,89 @@
+// PageWriter, IsAllZero and ScratchPool: see page_writer.h.
+#include "runtime/storage/page_writer.h"
+
+#include <atomic>
+
+#include "runtime/log.h"
+
+namespace kvtier {
+
+bool IsAllZero(const uint8_t* bytes, size_t len) {
+  // Word at a time; pages are page aligned and a multiple of 8 bytes.
+  const auto* words = reinterpret_cast<const uint64_t*>(bytes);
+  uint64_t any = 0;
+  for (size_t i = 0; i < len / sizeof(uint64_t); ++i) {
+    any |= words[i];
+    if ((i & 511) == 511 && any != 0) return false;  // stop early on data
+  }
+  return any == 0;
+}
+
+void PageWriter::Write(const std::vector<Source>& sources, const WrittenFn& written) {
+  if (sources.size() == 1) {
+    written(0, store_->Write(sources[0].bytes, sources[0].len));
+    return;
+  }
+  MutexLock lock(&mu_);
+  std::vector<bool> reported(sources.size(), false);
+  auto report = [&](const std::vector<SpillCompletion>& done) {
+    for (const SpillCompletion& c : done) {
+      reported[c.tag] = true;
+      written(c.tag, c.status.ok() ? Result<SpillSlot>(c.slot) : Result<SpillSlot>(c.status));
+    }
+  };
+  Status broken;
+  if (batch_ == nullptr) {
+    Result<std::unique_ptr<SpillBatch>> made = store_->NewBatch();
+    if (made.ok()) {
+      batch_ = std::move(made).value();
+    } else {
+      broken = made.status();
+    }
+  }
+  if (broken.ok()) {
+    for (size_t j = 0; j < sources.size(); ++j) batch_->AddWrite(sources[j].bytes, sources[j].len, j);
+    while (broken.ok() && batch_->outstanding() > 0) {
+      std::vector<SpillCompletion> done;
+      broken = batch_->Wait(1, &done);
+      report(done);  // what completed, even when the queue broke
+    }
+    // A broken queue is dropped; the next group sets up a new one.
+    if (!broken.ok()) batch_.reset();
+  }
+  const Status missing = broken.ok() ? Status::Error("the spill write did not complete") : broken;
+  for (size_t j = 0; j < sources.size(); ++j) {
+    if (!reported[j]) written(j, missing);
+  }
+}
+
+void PageWriter::Reset() {
+  MutexLock lock(&mu_);
+  batch_.reset();
+}
+
+AlignedBuffer ScratchPool::Take(size_t bytes) {
+  {
+    MutexLock lock(&mu_);
+    for (size_t i = 0; i < free_.size(); ++i) {
+      if (free_[i].size() < bytes) continue;
+      AlignedBuffer b = std::move(free_[i]);
+      free_.erase(free_.begin() + static_cast<ptrdiff_t>(i));
+      return b;
+    }
+  }
+  Result<AlignedBuffer> made = AlignedBuffer::Allocate(bytes);
+  if (!made.ok()) {
+    static std::atomic<bool> warned{false};
+    WarnOnce(&warned, "%s: %s", owner_, made.status().message().c_str());
+    return AlignedBuffer();
+  }
+  return std::move(made).value();
+}
+
+void ScratchPool::Return(AlignedBuffer buffer) {
+  if (buffer.data() == nullptr) return;
+  MutexLock lock(&mu_);
+  if (free_.size() < keep_) free_.push_back(std::move(buffer));
+}
+
+}  // namespace kvtier

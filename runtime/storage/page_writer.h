@@ -1,0 +1,69 @@
+// What every backend with a disk tier needs around the SpillStore: spill
+// writes of many pages at once (PageWriter), the test for a page of zeros,
+// and private page buffers for restores (ScratchPool), so the engine never
+// sees bytes before they are verified.
+// Thread-safety: PageWriter::Write may be called from any thread (callers
+// take turns on the one pipeline); ScratchPool is safe from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/mutex.h"
+#include "runtime/status.h"
+#include "runtime/storage/env.h"
+#include "runtime/storage/spill_batch.h"
+#include "runtime/storage/spill_store.h"
+
+namespace kvtier {
+
+// True when the `len` bytes (a multiple of 8, 8-aligned) are all zero.
+bool IsAllZero(const uint8_t* bytes, size_t len);
+
+class PageWriter {
+ public:
+  explicit PageWriter(SpillStore* store) : store_(store) {}
+
+  struct Source {
+    const uint8_t* bytes;
+    size_t len;
+  };
+  // Called once per source, with its index, as its write completes (with
+  // the writer's lock held: it may take the caller's locks, never the other
+  // way round).
+  using WrittenFn = std::function<void(size_t index, const Result<SpillSlot>& slot)>;
+  // Writes the pages: one through the store's synchronous lanes (callers on
+  // other threads spill in parallel), more through the writer's pipelined
+  // batch. Every source is reported, failed ones with why.
+  void Write(const std::vector<Source>& sources, const WrittenFn& written);
+  // Drops the pipeline (before the store is destroyed).
+  void Reset();
+
+ private:
+  SpillStore* const store_;
+  Mutex mu_;
+  std::unique_ptr<SpillBatch> batch_ GUARDED_BY(mu_);  // made on first use
+};
+
+class ScratchPool {
+ public:
+  // Keeps up to `keep` buffers for reuse; `owner` prefixes the one warning
+  // an allocation failure prints ("simulated GPU", "CUDA backend").
+  ScratchPool(size_t keep, const char* owner) : keep_(keep), owner_(owner) {}
+  // A page-aligned buffer of at least `bytes`; empty (data() null) when
+  // memory is short.
+  AlignedBuffer Take(size_t bytes);
+  void Return(AlignedBuffer buffer);
+
+ private:
+  const size_t keep_;
+  const char* const owner_;
+  Mutex mu_;
+  std::vector<AlignedBuffer> free_ GUARDED_BY(mu_);
+};
+
+}  // namespace kvtier
