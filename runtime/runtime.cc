@@ -342,7 +342,7 @@ void Runtime::Tick() {
     // Only the first KVTIER_STATS_MAX_REGIONS get rows: list the largest.
     std::stable_sort(regions.begin(), regions.end(),
                      [](const RegionPtr& a, const RegionPtr& b) { return a->size > b->size; });
-    stats_->Publish(counters_, regions);
+    stats_->Publish(counters_, regions, device_->gpus());
     last_publish_ns_ = start;
   }
 }
@@ -394,7 +394,7 @@ void Runtime::Shutdown() {
   if (policy_thread_.joinable()) policy_thread_.join();
   {
     MutexLock lock(&tick_mu_);
-    if (stats_) stats_->Publish(counters_, regions_.Snapshot());
+    if (stats_) stats_->Publish(counters_, regions_.Snapshot(), device_->gpus());
     // Closed, not destroyed: a fault thread may still report an event to it
     // until ~Runtime stops the device.
     if (stats_) stats_->Close();

@@ -280,7 +280,8 @@ void StatsSegment::AddEvent(const std::string& text) {
   pending_events_.push_back({now, text});
 }
 
-void StatsSegment::Publish(const Counters& counters, const std::vector<RegionPtr>& regions) {
+void StatsSegment::Publish(const Counters& counters, const std::vector<RegionPtr>& regions,
+                           const std::vector<Device::GpuUsage>& gpus) {
   if (shm_ == nullptr) return;  // closed
   kvtier_stats_segment& s = *staging_;
 #define KVTIER_STAT(name, kind, doc) s.name = Counters::Get(counters.name);
@@ -297,6 +298,15 @@ void StatsSegment::Publish(const Counters& counters, const std::vector<RegionPtr
   uint32_t alive = 0;
   for (const RegionPtr& region : regions) alive += region != nullptr;
   s.regions_omitted = alive - rows;
+  const size_t gpu_rows = std::min<size_t>(gpus.size(), KVTIER_STATS_MAX_GPUS);
+  memset(s.gpus, 0, sizeof s.gpus);
+  for (size_t i = 0; i < gpu_rows; ++i) {
+    s.gpus[i].ordinal = gpus[i].ordinal;
+    s.gpus[i].used_bytes = gpus[i].used;
+    s.gpus[i].budget_bytes = gpus[i].budget;
+  }
+  s.gpu_count = static_cast<uint32_t>(gpu_rows);
+  s.gpus_omitted = static_cast<uint32_t>(gpus.size() - gpu_rows);
 
   std::vector<PendingEvent> events;
   {

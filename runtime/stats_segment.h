@@ -21,6 +21,7 @@
 
 #include "kvtier/stats.h"
 #include "runtime/counters.h"
+#include "runtime/device/device.h"
 #include "runtime/mutex.h"
 #include "runtime/page_table.h"
 #include "runtime/status.h"
@@ -50,9 +51,11 @@ class StatsSegment {
   StatsSegment& operator=(const StatsSegment&) = delete;
 
   void SetDiskIo(const std::string& disk_io);
-  // Copies every counter and up to KVTIER_STATS_MAX_REGIONS region rows (the
-  // first ones of `regions`; the rest are counted in regions_omitted).
-  void Publish(const Counters& counters, const std::vector<RegionPtr>& regions);
+  // Copies every counter, up to KVTIER_STATS_MAX_REGIONS region rows (the
+  // first ones of `regions`; the rest are counted in regions_omitted) and up
+  // to KVTIER_STATS_MAX_GPUS GPU rows.
+  void Publish(const Counters& counters, const std::vector<RegionPtr>& regions,
+               const std::vector<Device::GpuUsage>& gpus = {});
   // Records a recent event; shown by kvtier-top. Published with the next Publish.
   void AddEvent(const std::string& text);
 

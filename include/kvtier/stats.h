@@ -15,11 +15,12 @@
 #include <stdint.h>
 
 #define KVTIER_STATS_MAGIC 0x315453524954564bull /* "KVTIRST1" */
-#define KVTIER_STATS_VERSION 1u
+#define KVTIER_STATS_VERSION 2u
 #define KVTIER_STATS_PREFIX "kvtier." /* /dev/shm/kvtier.<pid> */
 #define KVTIER_STATS_MAX_REGIONS 64
 #define KVTIER_STATS_HEAT_BUCKETS 32
 #define KVTIER_STATS_MAX_EVENTS 32
+#define KVTIER_STATS_MAX_GPUS 16
 
 /* One tiered region. heat[i] is the mean heat (0..255) of the i-th slice of
  * its pages; tier[i] the tier most of that slice is on (0 device, 1 host,
@@ -46,6 +47,16 @@ typedef struct kvtier_stats_event {
   char text[88];
 } kvtier_stats_event;
 
+/* One GPU the process tiers on: the CUDA backend's regions belong to the GPU
+ * they were allocated on, each with its own budget; the simulated GPU and the
+ * host backend have one, GPU 0. */
+typedef struct kvtier_stats_gpu {
+  int32_t ordinal;
+  uint32_t reserved;
+  uint64_t used_bytes;   /* tiered pages resident on it */
+  uint64_t budget_bytes; /* what its tiered pages may occupy */
+} kvtier_stats_gpu;
+
 typedef struct kvtier_stats_segment {
   uint64_t magic;
   uint32_t version;
@@ -70,6 +81,9 @@ typedef struct kvtier_stats_segment {
   uint64_t event_count;      /* events ever written; events[i % MAX] */
   kvtier_stats_region region_rows[KVTIER_STATS_MAX_REGIONS];
   kvtier_stats_event events[KVTIER_STATS_MAX_EVENTS];
+  uint32_t gpu_count; /* valid entries in gpus[], ascending ordinal (version 2) */
+  uint32_t gpus_omitted;
+  kvtier_stats_gpu gpus[KVTIER_STATS_MAX_GPUS];
 } kvtier_stats_segment;
 
 #endif /* KVTIER_STATS_H_ */

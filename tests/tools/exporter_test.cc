@@ -160,6 +160,26 @@ TEST_F(ExporterTest, EveryFieldIsAWellFormedFamily) {
   EXPECT_GT(e.Value("kvtier_start_time_seconds", pid), 1.6e9);
 }
 
+TEST_F(ExporterTest, EachGpuOfAProcessIsASeries) {
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  seg_->Publish(process_.counters(), process_.regions(),
+                {{0, 3 * kGiB, 4 * kGiB}, {1, 1 * kGiB, 2 * kGiB}});
+  Exposition e = Once();
+  EXPECT_EQ(e.type["kvtier_gpu_used_bytes"], "gauge");
+  EXPECT_EQ(e.type["kvtier_gpu_budget_bytes"], "gauge");
+  std::map<std::string, std::pair<double, double>> gpus;  // ordinal -> (used, budget)
+  for (const Sample& s : e.samples) {
+    if (s.name != "kvtier_gpu_used_bytes" && s.name != "kvtier_gpu_budget_bytes") continue;
+    EXPECT_EQ(s.labels.at("pid"), std::to_string(getpid()));
+    EXPECT_EQ(s.labels.at("command"), kOddCommand);
+    auto& row = gpus[s.labels.at("gpu")];
+    (s.name == "kvtier_gpu_used_bytes" ? row.first : row.second) = s.value;
+  }
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus["0"], std::make_pair(3.0 * kGiB, 4.0 * kGiB));
+  EXPECT_EQ(gpus["1"], std::make_pair(1.0 * kGiB, 2.0 * kGiB));
+}
+
 TEST_F(ExporterTest, RefusedSegmentIsReportedDown) {
   kvtier_stats_segment other{};
   other.magic = KVTIER_STATS_MAGIC;

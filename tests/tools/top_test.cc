@@ -98,6 +98,34 @@ class TopTest : public ::testing::Test {
   testing::SyntheticProcess process_;
 };
 
+TEST_F(TopTest, AProcessOnTwoGpusShowsAMeterForEach) {
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  seg_->Publish(process_.counters(), process_.regions(),
+                {{0, 2 * kGiB, 4 * kGiB}, {1, 1 * kGiB, 4 * kGiB}});
+  RunResult r = Top({"--once", "-d", "0"}, {"COLUMNS=120"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int header = 0, detail = 0;
+  for (const std::string& line : Lines(r.out)) {
+    const bool gpu0 = Contains(line, "2.00 GiB / 4.00 GiB");
+    const bool gpu1 = Contains(line, "1.00 GiB / 4.00 GiB");
+    if (line.rfind("GPU 0", 0) == 0 && gpu0) ++header;
+    if (line.rfind("GPU 1", 0) == 0 && gpu1) ++header;
+    if (line.rfind(" GPU 0", 0) == 0 && gpu0) ++detail;
+    if (line.rfind(" GPU 1", 0) == 0 && gpu1) ++detail;
+  }
+  EXPECT_EQ(header, 2) << r.out;  // the machine's meters, one per GPU
+  EXPECT_EQ(detail, 2) << r.out;  // and the process's, under its Device meter
+
+  Json json = TopJson({"-d", "0"});
+  const Json& gpus = json["processes"][0]["gpus"];
+  ASSERT_EQ(gpus.size(), 2u) << r.out;
+  EXPECT_EQ(gpus[1]["ordinal"].U64(), 1u);
+  EXPECT_EQ(gpus[1]["used_bytes"].U64(), 1 * kGiB);
+  EXPECT_EQ(gpus[1]["budget_bytes"].U64(), 4 * kGiB);
+  EXPECT_EQ(json["totals"]["gpus"].size(), 2u);
+  EXPECT_EQ(json["totals"]["gpus"][0]["used_bytes"].U64(), 2 * kGiB);
+}
+
 TEST_F(TopTest, OnceShowsTheTableAndEveryProcessInDetail) {
   RunResult r = Top({"--once", "-d", "0"}, {"COLUMNS=120"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -277,7 +305,9 @@ TEST_F(TopTest, RefusesOtherLayoutsAndCleansSegmentsOfDeadProcesses) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "processes 1")) << r.out;
   EXPECT_TRUE(
-      Contains(r.out, "! " + refused + ": stats layout version 2, but this tool reads version 1"))
+      Contains(r.out, "! " + refused + ": stats layout version " +
+                          std::to_string(KVTIER_STATS_VERSION + 1) + ", but this tool reads version " +
+                          std::to_string(KVTIER_STATS_VERSION)))
       << r.out;
   EXPECT_TRUE(Contains(r.out, "- " + stale + ": its process is gone; removed the stale segment"))
       << r.out;

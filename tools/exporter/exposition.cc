@@ -101,6 +101,24 @@ std::string RenderExposition(const std::vector<stats::ReadResult>& results) {
   for (const kvtier_stats_segment* s : ok)
     out += "kvtier_page_size_bytes" + Labels(*s) + " " + std::to_string(s->page_size) + "\n";
 
+  // Per GPU: the CUDA backend keeps a budget on each GPU a process uses.
+  const std::pair<const char*, const char*> gpu_families[] = {
+      {"kvtier_gpu_used_bytes", "Bytes of tiered pages resident on one GPU"},
+      {"kvtier_gpu_budget_bytes", "GPU memory kvtier's regions may occupy on one GPU"}};
+  for (const auto& [name, help] : gpu_families) {
+    Family(&out, name, "gauge", help);
+    const bool used = name == gpu_families[0].first;
+    for (const kvtier_stats_segment* s : ok) {
+      std::string labels = Labels(*s);
+      labels.pop_back();  // the closing brace: the GPU's label follows
+      for (uint32_t i = 0; i < s->gpu_count && i < KVTIER_STATS_MAX_GPUS; ++i) {
+        const kvtier_stats_gpu& g = s->gpus[i];
+        out += std::string(name) + labels + ",gpu=\"" + std::to_string(g.ordinal) + "\"} " +
+               std::to_string(used ? g.used_bytes : g.budget_bytes) + "\n";
+      }
+    }
+  }
+
   for (const stats::FieldInfo& f : stats::Fields()) {
     const bool counter = f.kind == stats::FieldKind::kCounter;
     // Prometheus measures time in seconds: fault_ns becomes fault_seconds_total.

@@ -87,6 +87,11 @@ Model Collector::Collect() {
     const kvtier_stats_segment& s = *p.seg;
     t.device_used += s.device_used_bytes;
     t.device_budget += s.device_budget_bytes;
+    for (uint32_t i = 0; i < s.gpu_count && i < KVTIER_STATS_MAX_GPUS; ++i) {
+      GpuTotal& gpu = t.gpus[s.gpus[i].ordinal];
+      gpu.used += s.gpus[i].used_bytes;
+      gpu.budget += s.gpus[i].budget_bytes;
+    }
     t.host_used += s.host_used_bytes;
     t.host_budget += s.host_budget_bytes;
     t.disk_used += s.disk_used_bytes;

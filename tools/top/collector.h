@@ -41,8 +41,13 @@ struct Problem {
   std::string message;
 };
 
+struct GpuTotal {
+  uint64_t used = 0, budget = 0;
+};
+
 struct Totals {
   uint64_t device_used = 0, device_budget = 0;
+  std::map<int32_t, GpuTotal> gpus;  // by ordinal, over every process
   uint64_t host_used = 0, host_budget = 0;
   uint64_t disk_used = 0, disk_budget = 0;
   uint64_t errors = 0;

@@ -146,6 +146,13 @@ std::vector<Line> DetailLines(const Process& process, const Model& model, const 
   const int suffix = static_cast<int>(peak.size());
   lines.push_back(
       TierMeter("Device", 0, s.device_used_bytes, s.device_budget_bytes, o.width, peak));
+  if (s.gpu_count > 1) {  // the process tiers on several GPUs: each one's share
+    for (uint32_t i = 0; i < s.gpu_count && i < KVTIER_STATS_MAX_GPUS; ++i) {
+      const std::string label = " GPU " + std::to_string(s.gpus[i].ordinal);
+      lines.push_back(TierMeter(label.c_str(), 0, s.gpus[i].used_bytes, s.gpus[i].budget_bytes,
+                                o.width, Fit("", suffix)));
+    }
+  }
   lines.push_back(
       TierMeter("Host", 1, s.host_used_bytes, s.host_budget_bytes, o.width, Fit("", suffix)));
   lines.push_back(TierMeter("Disk", 2, s.disk_used_bytes, s.disk_budget_bytes, o.width,

@@ -93,6 +93,16 @@ void ProcessJson(Writer* w, const Process& p) {
   } else {
     w->Value("null");
   }
+  w->Key("gpus");
+  w->Open('[');
+  for (uint32_t i = 0; i < s.gpu_count && i < KVTIER_STATS_MAX_GPUS; ++i) {
+    w->Open('{');
+    w->Uint("ordinal", static_cast<uint64_t>(s.gpus[i].ordinal));
+    w->Uint("used_bytes", s.gpus[i].used_bytes);
+    w->Uint("budget_bytes", s.gpus[i].budget_bytes);
+    w->Close('}');
+  }
+  w->Close(']');
   w->Uint("regions_omitted", s.regions_omitted);
   w->Uint("event_count", s.event_count);
   w->Key("region_rows");  // "regions" is the stats field (regions alive)
@@ -192,6 +202,16 @@ std::string RenderJson(const Model& model, double rate_interval_s) {
   w.Uint("processes", model.processes.size());
   w.Uint("device_used_bytes", t.device_used);
   w.Uint("device_budget_bytes", t.device_budget);
+  w.Key("gpus");
+  w.Open('[');
+  for (const auto& [ordinal, gpu] : t.gpus) {
+    w.Open('{');
+    w.Uint("ordinal", static_cast<uint64_t>(ordinal));
+    w.Uint("used_bytes", gpu.used);
+    w.Uint("budget_bytes", gpu.budget);
+    w.Close('}');
+  }
+  w.Close(']');
   w.Uint("host_used_bytes", t.host_used);
   w.Uint("host_budget_bytes", t.host_budget);
   w.Uint("disk_used_bytes", t.disk_used);

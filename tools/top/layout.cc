@@ -210,7 +210,14 @@ std::vector<Line> HeaderLines(const Model& model, const ViewOptions& options) {
   lines.push_back(title);
 
   const Totals& t = model.totals;
-  lines.push_back(TierMeter("Device", 0, t.device_used, t.device_budget, options.width));
+  if (t.gpus.size() > 1) {  // a meter per GPU where the processes use several
+    for (const auto& [ordinal, gpu] : t.gpus) {
+      const std::string label = "GPU " + std::to_string(ordinal);
+      lines.push_back(TierMeter(label.c_str(), 0, gpu.used, gpu.budget, options.width));
+    }
+  } else {
+    lines.push_back(TierMeter("Device", 0, t.device_used, t.device_budget, options.width));
+  }
   lines.push_back(TierMeter("Host", 1, t.host_used, t.host_budget, options.width));
   lines.push_back(TierMeter("Disk", 2, t.disk_used, t.disk_budget, options.width));
 

@@ -53,6 +53,11 @@ Result<DriverApi> DriverApi::Load() {
   Resolve(api.library, "cuMemPrefetchAsync_v2", &api.cuMemPrefetchAsyncLocation);
   Resolve(api.library, "cuMemAdvise_v2", &api.cuMemAdviseLocation);
 #endif
+#if CUDA_VERSION >= 13000
+  Resolve(api.library, "cuMemPrefetchBatchAsync", &api.cuMemPrefetchBatchAsync);
+  Resolve(api.library, "cuMemDiscardBatchAsync", &api.cuMemDiscardBatchAsync);
+#endif
+  Resolve(api.library, "cuCtxSynchronize", &api.cuCtxSynchronize);
   // Unversioned names: the device-ordinal form in every driver that has them.
   Resolve(api.library, "cuMemPrefetchAsync", &api.cuMemPrefetchAsyncDevice);
   Resolve(api.library, "cuMemAdvise", &api.cuMemAdviseDevice);
@@ -87,6 +92,30 @@ CUresult DriverApi::Prefetch(CUdeviceptr ptr, size_t bytes, bool to_host, CUdevi
   }
 #endif
   return cuMemPrefetchAsyncDevice(ptr, bytes, to_host ? CU_DEVICE_CPU : device, stream);
+}
+
+CUresult DriverApi::PrefetchRanges(CUdeviceptr* ptrs, size_t* sizes, size_t count, bool to_host,
+                                   CUdevice device, CUstream stream) const {
+  if (count == 0) return CUDA_SUCCESS;
+  if (cuMemPrefetchBatchAsync != nullptr && count > 1) {
+    CUmemLocation loc{};
+    loc.type = to_host ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+    loc.id = to_host ? 0 : device;
+    size_t first = 0;  // one location for the whole batch, from operation 0
+    return cuMemPrefetchBatchAsync(ptrs, sizes, count, &loc, &first, 1, 0, stream);
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (CUresult r = Prefetch(ptrs[i], sizes[i], to_host, device, stream); r != CUDA_SUCCESS)
+      return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult DriverApi::DiscardRanges(CUdeviceptr* ptrs, size_t* sizes, size_t count,
+                                  CUstream stream) const {
+  if (count == 0) return CUDA_SUCCESS;
+  if (cuMemDiscardBatchAsync == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return cuMemDiscardBatchAsync(ptrs, sizes, count, 0, stream);
 }
 
 CUresult DriverApi::PreferLocation(CUdeviceptr ptr, size_t bytes, bool set, bool to_host,

@@ -58,6 +58,15 @@ struct DriverApi {
   // Unified memory, device-ordinal form (may be null on new drivers).
   CUresult (*cuMemPrefetchAsyncDevice)(CUdeviceptr, size_t, CUdevice, CUstream) = nullptr;
   CUresult (*cuMemAdviseDevice)(CUdeviceptr, size_t, CUmem_advise, CUdevice) = nullptr;
+  // CUDA 13's batch calls (null before): several ranges in one call. The
+  // disk tier needs the discard: it frees a spilled page's memory without
+  // a copy back (no CUDA 12 call does).
+  CUresult (*cuMemPrefetchBatchAsync)(CUdeviceptr*, size_t*, size_t, CUmemLocation*, size_t*,
+                                      size_t, unsigned long long, CUstream) = nullptr;
+  CUresult (*cuMemDiscardBatchAsync)(CUdeviceptr*, size_t*, size_t, unsigned long long,
+                                     CUstream) = nullptr;
+  // Waits for all work of the current context (the disk tier's fence).
+  CUresult (*cuCtxSynchronize)() = nullptr;
 
   // Loads libcuda.so.1 (the program's copy when it has one) and resolves the
   // functions; fails, naming what is missing, when there is no driver.
@@ -70,6 +79,13 @@ struct DriverApi {
   // `stream`, through whichever form the driver has.
   CUresult Prefetch(CUdeviceptr ptr, size_t bytes, bool to_host, CUdevice device,
                     CUstream stream) const;
+  // Prefetches each range to `device` (to_host: to the host) on `stream`: one
+  // batch call where the driver has it, else one call per range.
+  CUresult PrefetchRanges(CUdeviceptr* ptrs, size_t* sizes, size_t count, bool to_host,
+                          CUdevice device, CUstream stream) const;
+  // Discards each range on `stream` (cuMemDiscardBatchAsync; the caller
+  // checks that the driver has it).
+  CUresult DiscardRanges(CUdeviceptr* ptrs, size_t* sizes, size_t count, CUstream stream) const;
   // Sets or unsets `device` (to_host: the host) as the preferred location.
   CUresult PreferLocation(CUdeviceptr ptr, size_t bytes, bool set, bool to_host,
                           CUdevice device) const;

@@ -1,0 +1,63 @@
+// A fake CUDA driver for the CUDA backend's tests (label cuda, no GPU
+// needed): GPUs that exist as bookkeeping, primary contexts and a context
+// stack per process, managed memory that is host memory, and a record of
+// every prefetch, advice, discard and context synchronisation.
+// A discard overwrites the range with kPoison: the driver says discarded
+// bytes are indeterminate, and a test that reads them must see that it did.
+// State is one global (tests run one at a time in a process); Reset starts
+// a test afresh.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/device/cuda/driver_api.h"
+
+namespace kvtier::cuda::fake {
+
+constexpr uint8_t kPoison = 0xDB;
+
+struct Prefetch {
+  CUdeviceptr ptr;
+  size_t bytes;
+  int device;  // -1: the host
+  CUstream stream;
+};
+
+struct Allocation {
+  size_t bytes;
+  int device;  // the GPU whose context was current
+};
+
+struct Driver {
+  int gpus = 1;
+  std::vector<size_t> free_bytes;  // per GPU
+  int engine_device = 0;  // cuCtxGetDevice's answer when kvtier pushed no context
+  std::vector<int> pushed;  // the context stack, as GPU ordinals
+  std::vector<Prefetch> prefetches;
+  std::vector<std::pair<CUdeviceptr, size_t>> discards;
+  std::map<CUdeviceptr, Allocation> allocations;
+  int retained = 0, released = 0;
+  int ctx_syncs = 0;
+  int streams = 0;
+  std::string failing;  // a function that fails ("" for none)
+};
+
+// The fake's state.
+Driver& State();
+// Starts afresh with `gpus` GPUs of `free_per_gpu` free bytes each.
+void Reset(int gpus, size_t free_per_gpu);
+// The primary context of a GPU (what cuDevicePrimaryCtxRetain hands out).
+CUcontext ContextOf(int device);
+// Every function the backend calls, pointing at the fake. `batch_calls`:
+// whether the CUDA 13 batch calls (prefetch, discard) exist.
+DriverApi Api(bool batch_calls = true);
+// The allocation holding `ptr`, or null.
+const Allocation* AllocationAt(CUdeviceptr ptr);
+
+}  // namespace kvtier::cuda::fake
