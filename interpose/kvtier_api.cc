@@ -12,6 +12,16 @@
 
 #define KVTIER_API extern "C" __attribute__((visibility("default")))
 
+namespace {
+
+// The process's runtime, or null when kvtier is off here.
+kvtier::Runtime* ActiveRuntime() {
+  if (kvtier::Runtime::ProcessOptions().backend == "off") return nullptr;
+  return kvtier::Runtime::Get();
+}
+
+}  // namespace
+
 KVTIER_API int kvtier_hint(const void* ptr, size_t len, int kind) {
   using kvtier::SignalKind;
   kvtier::interpose::HookScope scope;
@@ -29,14 +39,31 @@ KVTIER_API int kvtier_hint(const void* ptr, size_t len, int kind) {
     case KVTIER_HINT_UNPIN:
       signal = SignalKind::kUnpin;
       break;
+    case KVTIER_HINT_DORMANT:
+      signal = SignalKind::kCold;  // and more: see below
+      break;
     default:
       return -EINVAL;
   }
   try {  // no exception may reach the caller
-    if (kvtier::Runtime::ProcessOptions().backend == "off") return -ENODEV;
-    kvtier::Runtime* rt = kvtier::Runtime::Get();
+    kvtier::Runtime* rt = ActiveRuntime();
     if (rt == nullptr) return -ENODEV;
-    return rt->Hint(ptr, len, signal).ok() ? 0 : -ENOENT;
+    if (!rt->regions().Find(reinterpret_cast<uintptr_t>(ptr))) return -ENOENT;
+    const kvtier::Status s =
+        kind == KVTIER_HINT_DORMANT ? rt->Dormant(ptr, len) : rt->Hint(ptr, len, signal);
+    return s.ok() ? 0 : -EIO;
+  } catch (...) {
+    return -ENOMEM;
+  }
+}
+
+KVTIER_API int kvtier_wait(const void* ptr, size_t len) {
+  kvtier::interpose::HookScope scope;
+  try {
+    kvtier::Runtime* rt = ActiveRuntime();
+    if (rt == nullptr) return -ENODEV;
+    if (!rt->regions().Find(reinterpret_cast<uintptr_t>(ptr))) return -ENOENT;
+    return rt->Wait(ptr, len).ok() ? 0 : -EIO;
   } catch (...) {
     return -ENOMEM;
   }

@@ -87,7 +87,8 @@ uint64_t LruPolicy::Drain(std::deque<Entry>* q, Tier from, Tier to, uint64_t byt
     if (!r || e.page >= r->pages.size() || TierOf(*r, e.page) != from) continue;
     const PageRecord& rec = r->pages[e.page];
     if (!current(e, rec)) continue;
-    if (rec.flags.load(std::memory_order_relaxed) & kUnmovable) {
+    if ((rec.flags.load(std::memory_order_relaxed) & kUnmovable) ||
+        (to == Tier::kDisk && !MaySpill(*r, rec))) {
       unmovable.push_back(e);
       continue;
     }

@@ -269,7 +269,10 @@ void PredictivePolicy::Spill(Plan& plan) {
     bool budget = true;
     const bool done = Walk(spilling_, [&](const Region& r, uint32_t page, bool) {
       if (covered >= want) return false;
-      if (TierOf(r, page) != Tier::kHost || !Movable(r.pages[page])) return true;
+      if (TierOf(r, page) != Tier::kHost || !Movable(r.pages[page]) ||
+          !MaySpill(r, r.pages[page])) {
+        return true;
+      }
       if (plan.spill_left < r.page_size) {
         budget = false;
         return false;
@@ -289,7 +292,8 @@ void PredictivePolicy::Spill(Plan& plan) {
     const uint64_t key = evicted_pages_.front();
     Region* r = index_.Find(KeyRegion(key));
     const uint32_t page = KeyPage(key);
-    if (r && page < r->pages.size() && TierOf(*r, page) == Tier::kHost && Movable(r->pages[page])) {
+    if (r && page < r->pages.size() && TierOf(*r, page) == Tier::kHost &&
+        Movable(r->pages[page]) && MaySpill(*r, r->pages[page])) {
       if (plan.spill_left < r->page_size) return;
       plan.out->moves.push_back({r->id, page, Tier::kDisk, MoveClass::kSpill});
       plan.spill_left -= r->page_size;
@@ -308,6 +312,7 @@ void PredictivePolicy::Spill(Plan& plan) {
   });
   for (const PageRef& p : pages) {
     if (covered >= want || plan.spill_left < p.region->page_size) return;
+    if (!MaySpill(*p.region, p.region->pages[p.page])) continue;
     plan.out->moves.push_back({p.region->id, p.page, Tier::kDisk, MoveClass::kSpill});
     plan.spill_left -= p.region->page_size;
     covered += p.region->page_size;

@@ -151,7 +151,7 @@ void TieringPolicy::Spill(const PolicyView& view, uint64_t budget, Decisions* ou
     const PageRecord& rec = r->pages[page];
     return rec.tier.load(std::memory_order_relaxed) == Tier::kHost &&
            !(rec.flags.load(std::memory_order_relaxed) & (kPageInFlight | kPagePinned)) &&
-           MaySpill(*r, page);
+           kvtier::MaySpill(*r, rec) && MaySpill(*r, page);
   };
   while (covered < want && !demoted_.empty()) {
     uint64_t key = demoted_.front();

@@ -116,8 +116,8 @@ Runtime* StartHost(const Options& options) {
 Runtime* StartCuda(const Options& options) {
 #ifdef KVTIER_HAVE_CUDA
   Runtime::Parts parts;
-  parts.device = [&options](DeviceEvents* events, Counters* counters) {
-    return MakeCudaDevice(options, events, counters);
+  parts.device = [&options](DeviceEvents* events, Counters* counters, SpillStore* store) {
+    return MakeCudaDevice(options, events, counters, store);
   };
   auto created = Runtime::Create(options, std::move(parts));
   if (!created.ok()) {
@@ -126,11 +126,6 @@ Runtime* StartCuda(const Options& options) {
     Log(1, "KVTIER_BACKEND=%s: %s; passing every call through", options.backend.c_str(),
         created.status().message().c_str());
     return nullptr;
-  }
-  if (options.disk_budget > 0) {
-    Log(0, "KVTIER_DISK_BUDGET=%s is ignored: the CUDA backend has no disk tier yet (pages "
-        "stay in device and host memory; the simulated GPU has one)",
-        FormatBytes(options.disk_budget).c_str());
   }
   return created.value().release();
 #else

@@ -6,7 +6,9 @@
 //
 // Thread-safety, per field of PageRecord:
 //   tier, flags    atomics; written only by the device backend while it holds
-//                  its transition lock (moves and faults), read by anyone.
+//                  its transition lock (moves, faults, dormant hints), read by
+//                  anyone (the policy thread also sets kPageWillNeed and
+//                  kPagePinned from hints).
 //   heat, last_access, last_move, refaults
 //                  owned by the policy thread (it applies signals and moves).
 //   disk_slot, checksum
@@ -39,6 +41,9 @@ enum PageFlag : uint8_t {
   kPageInFlight = 1 << 1,  // a move is in progress
   kPageTouchedDuringMove = 1 << 2,  // a fault hit the page while it moved: abort the spill
   kPageWillNeed = 1 << 3,  // hinted WILL_NEED: promote when there is room
+  // hinted DORMANT: the engine promised not to touch it until it wakes it
+  // (WILL_NEED or kvtier_wait); the disk tier may spill it whatever the GPU does
+  kPageDormant = 1 << 4,
 };
 
 struct PageRecord {
@@ -78,6 +83,10 @@ struct Region {
   PageTable pages;
   const std::string tag;   // "alloc#12 libchat.so", for people
   void* backend = nullptr; // the device backend's per-region state
+  // Set by a backend whose disk tier may spill a page only while no GPU work
+  // can reach it (the CUDA backend): true while its GPU work is sealed off.
+  // Null: any host page may be spilled. See MaySpill.
+  const std::atomic<bool>* spill_gate = nullptr;
 
   bool Contains(uintptr_t addr) const { return addr >= base && addr < base + size; }
   uint32_t PageOf(uintptr_t addr) const { return static_cast<uint32_t>((addr - base) / page_size); }
@@ -88,6 +97,15 @@ struct Region {
     return size - off < page_size ? size - off : page_size;
   }
 };
+
+// Whether the backend may spill `rec`, a page of `region`, now: always where
+// spills need no gate; else a dormant page, or any page while the gate is
+// sealed. Policies pick spills among these.
+inline bool MaySpill(const Region& region, const PageRecord& rec) {
+  return region.spill_gate == nullptr ||
+         (rec.flags.load(std::memory_order_relaxed) & kPageDormant) != 0 ||
+         region.spill_gate->load(std::memory_order_acquire);
+}
 
 using RegionPtr = std::shared_ptr<Region>;
 

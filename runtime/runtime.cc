@@ -64,44 +64,44 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts p
       new Runtime(options, parts.clock ? *parts.clock : MonotonicClock::Get()));
   rt->policy_ = std::move(policy);
   rt->match_ = std::move(match).value();
+  if (options.disk_budget == 0 && faults.value().any()) {
+    Log(0, "KVTIER_DISK_FAULTS is ignored: there is no disk tier (KVTIER_DISK_BUDGET=0)");
+  }
+  if (options.disk_budget > 0) {
+    SpillStoreConfig store_config;
+    store_config.dir = options.disk_dir;
+    store_config.budget_bytes = options.disk_budget;
+    store_config.page_size = options.page_size;
+    Env* env = nullptr;  // the default
+    if (faults.value().any()) {
+      // Armed once the store is open: its probes, which choose the I/O
+      // mode, see the real disk, and the faults land on the I/O they test.
+      rt->fault_env_ = std::make_unique<FaultEnv>(Env::Default(), rt->clock_.NowNs());
+      env = rt->fault_env_.get();
+      Log(0, "KVTIER_DISK_FAULTS=%s: injecting disk faults (for testing; never in production)",
+          EchoValue(options.disk_faults).c_str());
+    }
+    const Status step = CheckStartStep(check, "disk tier");
+    Result<std::unique_ptr<SpillStore>> store =
+        step.ok() ? SpillStore::Create(store_config, env, &rt->counters_)
+                  : Result<std::unique_ptr<SpillStore>>(step);
+    if (store.ok()) {
+      rt->store_ = std::move(store).value();
+      if (rt->fault_env_) rt->fault_env_->Apply(faults.value());
+    } else {
+      // The engine keeps running; only the disk tier is lost. Pages stay in
+      // device and host memory, as with KVTIER_DISK_BUDGET=0.
+      Log(0, "no disk tier: KVTIER_DISK_DIR=%s: %s; pages stay in device and host memory",
+          options.disk_dir.c_str(), store.status().message().c_str());
+    }
+  }
   std::unique_ptr<Device> device;
   if (Status s = CheckStartStep(check, "device"); !s.ok()) return s;
   if (parts.device) {
-    auto made = parts.device(rt.get(), &rt->counters_);
+    auto made = parts.device(rt.get(), &rt->counters_, rt->store_.get());
     if (!made.ok()) return made.status();
     device = std::move(made).value();
   } else {
-    if (options.disk_budget == 0 && faults.value().any()) {
-      Log(0, "KVTIER_DISK_FAULTS is ignored: there is no disk tier (KVTIER_DISK_BUDGET=0)");
-    }
-    if (options.disk_budget > 0) {
-      SpillStoreConfig store_config;
-      store_config.dir = options.disk_dir;
-      store_config.budget_bytes = options.disk_budget;
-      store_config.page_size = options.page_size;
-      Env* env = nullptr;  // the default
-      if (faults.value().any()) {
-        // Armed once the store is open: its probes, which choose the I/O
-        // mode, see the real disk, and the faults land on the I/O they test.
-        rt->fault_env_ = std::make_unique<FaultEnv>(Env::Default(), rt->clock_.NowNs());
-        env = rt->fault_env_.get();
-        Log(0, "KVTIER_DISK_FAULTS=%s: injecting disk faults (for testing; never in production)",
-            EchoValue(options.disk_faults).c_str());
-      }
-      const Status step = CheckStartStep(check, "disk tier");
-      Result<std::unique_ptr<SpillStore>> store =
-          step.ok() ? SpillStore::Create(store_config, env, &rt->counters_)
-                    : Result<std::unique_ptr<SpillStore>>(step);
-      if (store.ok()) {
-        rt->store_ = std::move(store).value();
-        if (rt->fault_env_) rt->fault_env_->Apply(faults.value());
-      } else {
-        // The engine keeps running; only the disk tier is lost. Pages stay in
-        // device and host memory, as with KVTIER_DISK_BUDGET=0.
-        Log(0, "no disk tier: KVTIER_DISK_DIR=%s: %s; pages stay in device and host memory",
-            options.disk_dir.c_str(), store.status().message().c_str());
-      }
-    }
     SimDeviceConfig config;
     config.store = rt->store_.get();
     config.capacity_bytes = options.device_budget.For(0);
@@ -115,6 +115,10 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts p
     auto sim = SimDevice::Create(config);
     if (!sim.ok()) return sim.status();
     device = std::move(sim).value();
+  }
+  if (rt->store_ && !device->has_disk_tier()) {
+    // The backend said why, once; the policy must not plan spills.
+    Counters::Set(rt->counters_.disk_budget_bytes, 0);
   }
   rt->device_ = std::move(device);
 
@@ -263,15 +267,61 @@ void Runtime::PushSignal(const Signal& signal) {
   if (!ring_.TryPush(signal)) Counters::Add(counters_.signals_dropped);
 }
 
+namespace {
+
+// The region holding `ptr` and the pages [first, first + count) that
+// [ptr, ptr+len) overlaps (count 0 for len 0).
+struct PageRange {
+  RegionPtr region;
+  uint32_t first = 0, count = 0;
+};
+
+Result<PageRange> RangeOf(const RegionTable& regions, const void* ptr, size_t len) {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
+  PageRange range;
+  range.region = regions.Find(addr);
+  if (!range.region) return Status::Errorf("%p is not inside a kvtier region", ptr);
+  if (len == 0) return range;
+  const Region& r = *range.region;
+  const uintptr_t end = addr + std::min<uint64_t>(len, r.base + r.size - addr);
+  range.first = r.PageOf(addr);
+  range.count = r.PageOf(end - 1) - range.first + 1;
+  return range;
+}
+
+}  // namespace
+
 Status Runtime::Hint(const void* ptr, size_t len, SignalKind kind) {
-  uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
-  RegionPtr r = regions_.Find(addr);
-  if (!r) return Status::Errorf("hint for %p: not inside a kvtier region", ptr);
-  if (len == 0) return Status::Ok();
-  uintptr_t end = std::min<uintptr_t>(addr + len, r->base + r->size);
-  uint32_t first = r->PageOf(addr);
-  uint32_t last = r->PageOf(end - 1);
-  PushSignal({kind, r->id, first, last - first + 1, clock_.NowNs()});
+  Result<PageRange> range = RangeOf(regions_, ptr, len);
+  if (!range.ok()) return range.status();
+  const PageRange& p = range.value();
+  if (p.count == 0) return Status::Ok();
+  if (kind == SignalKind::kWillNeed) {
+    if (Status s = device_->SetDormant(*p.region, p.first, p.count, false); !s.ok()) return s;
+  }
+  PushSignal({kind, p.region->id, p.first, p.count, clock_.NowNs()});
+  return Status::Ok();
+}
+
+Status Runtime::Dormant(const void* ptr, size_t len) {
+  Result<PageRange> range = RangeOf(regions_, ptr, len);
+  if (!range.ok()) return range.status();
+  const PageRange& p = range.value();
+  if (p.count == 0) return Status::Ok();
+  if (Status s = device_->SetDormant(*p.region, p.first, p.count, true); !s.ok()) return s;
+  // The policy demotes cold pages first; from the host they may go to SSD.
+  PushSignal({SignalKind::kCold, p.region->id, p.first, p.count, clock_.NowNs()});
+  return Status::Ok();
+}
+
+Status Runtime::Wait(const void* ptr, size_t len) {
+  Result<PageRange> range = RangeOf(regions_, ptr, len);
+  if (!range.ok()) return range.status();
+  const PageRange& p = range.value();
+  if (p.count == 0) return Status::Ok();
+  if (Status s = device_->Restore(*p.region, p.first, p.count); !s.ok()) return s;
+  PushSignal({SignalKind::kWillNeed, p.region->id, p.first, p.count, clock_.NowNs()});
+  TickSoon();  // the policy brings them to the device now, not next period
   return Status::Ok();
 }
 

@@ -53,9 +53,10 @@ class Runtime : public DeviceEvents {
   // library constructor calls it so a bad value stops the process at start).
   static const Options& ProcessOptions();
 
-  // Makes the device backend; gets the runtime's event sink and counters.
-  using DeviceFactory =
-      std::function<Result<std::unique_ptr<Device>>(DeviceEvents* events, Counters* counters)>;
+  // Makes the device backend; gets the runtime's event sink, counters and
+  // disk tier (null when KVTIER_DISK_BUDGET=0 or the store could not open).
+  using DeviceFactory = std::function<Result<std::unique_ptr<Device>>(
+      DeviceEvents* events, Counters* counters, SpillStore* store)>;
   // Makes the policy KVTIER_POLICY names; nullptr for a name it does not know.
   using PolicyFactory =
       std::function<std::unique_ptr<Policy>(std::string_view name, const PolicySettings& settings)>;
@@ -107,7 +108,13 @@ class Runtime : public DeviceEvents {
   // Queues access evidence for the policy; counts a drop when the ring is full.
   void PushSignal(const Signal& signal);
   // Hint API (kvtier.h): applies to every page overlapping [ptr, ptr+len).
+  // kWillNeed also wakes dormant pages.
   Status Hint(const void* ptr, size_t len, SignalKind kind);
+  // KVTIER_HINT_DORMANT: the engine will not touch the pages until it wakes
+  // them; they are demoted first and may go to SSD on any backend.
+  Status Dormant(const void* ptr, size_t len);
+  // kvtier_wait: wakes the pages and returns once none is on SSD.
+  Status Wait(const void* ptr, size_t len);
 
   // One policy tick: drain signals, decide, move, publish stats.
   void Tick();

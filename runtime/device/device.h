@@ -65,6 +65,37 @@ class Device {
     for (size_t i = 0; i < pages.size(); ++i) results[i] = Spill(*pages[i].region, pages[i].page);
   }
 
+  // Whether Spill can work (a disk tier exists and the backend can use it).
+  virtual bool has_disk_tier() const { return false; }
+
+  // Cooperative ranges (kvtier.h): dormant=true marks [first, first+count)
+  // KVTIER_HINT_DORMANT, the engine's promise not to touch those pages until
+  // it wakes them (dormant=false, from KVTIER_HINT_WILL_NEED or
+  // kvtier_wait); a dormant page may go to the disk tier even where the
+  // backend cannot otherwise tell that no GPU work reaches it. A woken
+  // spilled page is back before the engine can touch it again.
+  virtual Status SetDormant(Region& region, uint32_t first, uint32_t count, bool dormant) {
+    for (uint32_t p = first; p < first + count && p < region.pages.size(); ++p) {
+      if (dormant) {
+        region.pages[p].flags.fetch_or(kPageDormant, std::memory_order_relaxed);
+      } else {
+        region.pages[p].flags.fetch_and(static_cast<uint8_t>(~kPageDormant),
+                                        std::memory_order_relaxed);
+      }
+    }
+    return Status::Ok();
+  }
+  // Wakes [first, first+count) and returns once none of its pages is on the
+  // disk tier (kvtier_wait). Default: promotes each spilled page.
+  virtual Status Restore(Region& region, uint32_t first, uint32_t count) {
+    if (Status s = SetDormant(region, first, count, false); !s.ok()) return s;
+    for (uint32_t p = first; p < first + count && p < region.pages.size(); ++p) {
+      if (region.pages[p].tier.load(std::memory_order_acquire) != Tier::kDisk) continue;
+      if (Status s = Promote(region, p); !s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+
   // Bytes per second the backend moves up (to the device), down (to the
   // host) and to disk when its moves run asynchronously, so the mover can
   // budget a tick by them; 0 where a move's call returns only once its bytes

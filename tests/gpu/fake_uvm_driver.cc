@@ -129,6 +129,7 @@ CUresult DiscardBatch(CUdeviceptr* ptrs, size_t* sizes, size_t count, unsigned l
 }
 CUresult CtxSync() {
   ++g.ctx_syncs;
+  if (g.on_ctx_sync) g.on_ctx_sync();
   return Fails("cuCtxSynchronize");
 }
 

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -46,6 +47,8 @@ struct Driver {
   int ctx_syncs = 0;
   int streams = 0;
   std::string failing;  // a function that fails ("" for none)
+  // Runs inside cuCtxSynchronize (what other threads do while a fence waits).
+  std::function<void()> on_ctx_sync;
 };
 
 // The fake's state.

@@ -35,7 +35,7 @@ endif()
 foreach(expected " T cudaMalloc\n" " T cudaFree\n" " T cudaMemPrefetchAsync@@libcudart.so.13\n"
                  " T cudaMemAdvise@@libcudart.so.13\n" " T cudaGetDeviceProperties@@libcudart.so.13\n"
                  " T cuMemAlloc_v2\n" " T cuGetProcAddress\n" " T cuGetProcAddress_v2\n"
-                 " T cuLaunchKernel_ptsz\n" " T dlsym\n" " T kvtier_hint\n" " T malloc\n" " T free\n"
+                 " T cuLaunchKernel_ptsz\n" " T dlsym\n" " T kvtier_hint\n" " T kvtier_wait\n" " T malloc\n" " T free\n"
                  " T posix_memalign\n")
   string(FIND "${lib_syms}" "${expected}" at)
   if(at EQUAL -1)

@@ -29,6 +29,12 @@ int Hint(const void* p, size_t n, int kind) {
   return fn ? fn(p, n, kind) : -ENOSYS;
 }
 
+int Wait(const void* p, size_t n) {
+  using Fn = int (*)(const void*, size_t);
+  static Fn fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "kvtier_wait"));
+  return fn ? fn(p, n) : -ENOSYS;
+}
+
 class SimApi : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -217,6 +223,12 @@ TEST_F(SimApi, MatchedAllocationsAreTieredRegions) {
   std::vector<unsigned char> host(32 * kMiB), back(32 * kMiB);
   for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<unsigned char>(i * 13 + 1);
   EXPECT_EQ(cudaMemcpy(region, host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(back.data(), region, back.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back, host);
+  // A parked range and its wake-up: the bytes are the same afterwards.
+  EXPECT_EQ(Hint(region, 8 * kMiB, KVTIER_HINT_DORMANT), 0);
+  EXPECT_EQ(Wait(region, 8 * kMiB), 0);
+  EXPECT_EQ(Wait(plain, kMiB), -ENOENT);
   EXPECT_EQ(cudaMemcpy(back.data(), region, back.size(), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(back, host);
   EXPECT_EQ(cudaMemset(region, 0, kMiB), cudaSuccess);

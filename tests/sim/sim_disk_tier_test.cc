@@ -321,7 +321,8 @@ TEST_F(SimDiskTest, APolicyTickSpillsItsPagesAsOneGroup) {
   // The runtime's device, over a store on env_ that counts into the
   // runtime's counters (the disk budget it checks allocations against).
   SpillStore* store = nullptr;
-  auto factory = [&](DeviceEvents* events, Counters* counters) -> Result<std::unique_ptr<Device>> {
+  auto factory = [&](DeviceEvents* events, Counters* counters,
+                     SpillStore*) -> Result<std::unique_ptr<Device>> {
     Result<std::unique_ptr<SpillStore>> made_store =
         SpillStore::Create(storage_test::SmallConfig(dir_.path(), 64, kPage), &env_, counters);
     if (!made_store.ok()) return made_store.status();

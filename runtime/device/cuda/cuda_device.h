@@ -12,13 +12,16 @@
 
 namespace kvtier {
 
+class SpillStore;
+
 // Makes the CUDA device backend, starting on the current GPU, or fails (with a
 // message saying why) when no CUDA driver or device answers. Never asks UVM
 // to oversubscribe a card: each GPU's budget is its KVTIER_DEVICE_BUDGET, or
 // 90% of the memory it has free at first use when that is 0, and never more
 // than what is free.
+// `store` is the disk tier (null: none); it must outlive the device.
 Result<std::unique_ptr<Device>> MakeCudaDevice(const Options& options, DeviceEvents* events,
-                                               Counters* counters);
+                                               Counters* counters, SpillStore* store = nullptr);
 
 namespace cuda {
 struct DriverApi;
@@ -26,6 +29,7 @@ struct DriverApi;
 // The same on a driver already loaded (tests hand in a fake one). A failure
 // releases whatever it retained.
 Result<std::unique_ptr<Device>> MakeCudaDeviceOn(const cuda::DriverApi& api, const Options& options,
-                                                 DeviceEvents* events, Counters* counters);
+                                                 DeviceEvents* events, Counters* counters,
+                                                 SpillStore* store = nullptr);
 
 }  // namespace kvtier

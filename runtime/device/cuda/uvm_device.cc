@@ -16,37 +16,40 @@ namespace {
 
 constexpr uint64_t kFreeMemoryRecheckNs = 50'000'000;
 
-// Makes the device's primary context current on this thread for a scope (the
-// engine thread may have another one current, the policy thread none).
-class ScopedContext {
- public:
-  ScopedContext(const DriverApi& api, CUcontext ctx) : api_(api), pushed_(false) {
-    if (ctx != nullptr) result_ = api_.cuCtxPushCurrent(ctx);
-    pushed_ = ctx != nullptr && result_ == CUDA_SUCCESS;
-  }
-  // CUDA_SUCCESS when the context is current (or none was asked for).
-  CUresult result() const { return result_; }
-  ~ScopedContext() {
-    CUcontext popped;
-    if (pushed_) api_.cuCtxPopCurrent(&popped);
-  }
-  ScopedContext(const ScopedContext&) = delete;
-  ScopedContext& operator=(const ScopedContext&) = delete;
-
- private:
-  const DriverApi& api_;
-  bool pushed_;
-  CUresult result_ = CUDA_SUCCESS;
-};
-
 }  // namespace
 
 Result<std::unique_ptr<UvmDevice>> UvmDevice::Create(UvmDeviceConfig config) {
+  if (config.store != nullptr && config.api.cuMemDiscardBatchAsync == nullptr) {
+    Log(0, "KVTIER_DISK_BUDGET: no disk tier on this GPU: the CUDA driver has no "
+        "cuMemDiscardBatchAsync (CUDA 13 drivers have it), so a spilled page's memory could not "
+        "be freed; pages stay in device and host memory");
+    config.store = nullptr;
+  }
   std::unique_ptr<UvmDevice> dev(new UvmDevice(std::move(config)));
   {
     MutexLock lock(&dev->mu_);
     Result<DeviceState*> first = dev->DeviceLocked(dev->config_.device);
     if (!first.ok()) return first.status();
+  }
+  if (dev->store_ != nullptr) {
+    switch (dev->config_.watch) {
+      case UvmDeviceConfig::Watch::kNone:
+        break;
+      case UvmDeviceConfig::Watch::kCaller:
+        dev->gating_ = true;
+        break;
+      case UvmDeviceConfig::Watch::kCupti: {
+        Result<std::unique_ptr<SubmitWatch>> watch = StartCuptiSubmitWatch(dev.get());
+        if (watch.ok()) {
+          dev->watch_ = std::move(watch).value();
+          dev->gating_ = true;
+        } else {
+          Log(0, "CUDA disk tier: %s; only ranges an engine hints KVTIER_HINT_DORMANT go to SSD, "
+              "and waking one brings it back at once", watch.status().message().c_str());
+        }
+        break;
+      }
+    }
   }
   UvmDevice* raw = dev.get();
   dev->maintenance_ = std::make_unique<std::thread>([raw] {
@@ -144,7 +147,11 @@ Status UvmDevice::SizeBudgetLocked(CUdevice device, DeviceState& state) {
 }
 
 UvmDevice::UvmDevice(UvmDeviceConfig config)
-    : config_(std::move(config)), counters_(config_.counters ? *config_.counters : own_counters_) {
+    : config_(std::move(config)),
+      counters_(config_.counters ? *config_.counters : own_counters_),
+      store_(config_.store),
+      scratch_(4, "CUDA backend"),
+      page_io_(config_.store) {
   for (DeviceState& state : devices_) {
     state.resident_list.prev = state.resident_list.next = &state.resident_list;
   }
@@ -154,8 +161,10 @@ UvmDevice::~UvmDevice() {
   if (forked_.load()) {
     // The parent's thread, stream and memory are not this process's to free.
     (void)maintenance_.release();
+    (void)watch_.release();
     return;
   }
+  watch_.reset();  // no submission reaches the gate from here on
   {
     MutexLock lock(&stop_mu_);
     stopping_ = true;
@@ -221,7 +230,14 @@ void UvmDevice::StartCupti() {
 
 Result<RegionPtr> UvmDevice::CreateRegion(RegionId id, size_t bytes, size_t page_size,
                                           std::string tag) {
+  BackendScope scope;
   if (Status s = Usable(); !s.ok()) return s;
+  if (store_ != nullptr && page_size != store_->page_size()) {
+    return Status::Errorf(
+        "CUDA backend: %zu-byte pages, but the disk tier's slots are %zu bytes (use one "
+        "KVTIER_PAGE_SIZE for both)",
+        page_size, store_->page_size());
+  }
   if (bytes == 0 || page_size == 0) return Status::Error("CUDA backend: empty region");
   // CUPTI starts with the first region, outside the runtime's start-up (its
   // initialisation calls into the driver and may start threads).
@@ -254,12 +270,14 @@ Result<RegionPtr> UvmDevice::CreateRegion(RegionId id, size_t bytes, size_t page
   auto* r = new UvmRegion{region, device, std::make_unique<Link[]>(region->pages.size())};
   for (uint32_t p = 0; p < region->pages.size(); ++p) r->links[p] = Link{nullptr, nullptr, r, p};
   region->backend = r;
+  if (store_ != nullptr) region->spill_gate = &sealed_;
   MutexLock lock(&mu_);
   by_base_[region->base] = r;
   return RegionPtr(region);
 }
 
 void UvmDevice::DestroyRegion(Region& region) {
+  BackendScope scope;
   auto* r = static_cast<UvmRegion*>(region.backend);
   if (r == nullptr) return;
   RegionPtr keep = r->region;  // the caller's reference may be the last
@@ -268,7 +286,16 @@ void UvmDevice::DestroyRegion(Region& region) {
     MutexLock lock(&mu_);
     auto it = by_base_.find(region.base);
     if (it == by_base_.end() || it->second != r) return;
+    r->releasing = true;  // no new spill starts; the ones in flight end first
+    while (r->disk_io > 0) disk_io_done_.Wait(mu_);
     by_base_.erase(it);
+    for (uint32_t p = 0; p < region.pages.size(); ++p) {
+      const PageRecord& rec = region.pages[p];
+      if (rec.tier.load(std::memory_order_relaxed) != Tier::kDisk) continue;
+      if (rec.disk_slot != kZeroSlot) store_->Free(rec.disk_slot);
+      pending_.erase({r, p});
+    }
+    UpdateClosedLocked();
     DeviceState& dev = devices_[r->device];
     context = dev.context;
     for (uint32_t p = 0; p < region.pages.size(); ++p) {
@@ -340,6 +367,7 @@ Status UvmDevice::MoveLocked(UvmRegion& r, uint32_t page, bool to_host) {
 }
 
 Status UvmDevice::Demote(Region& region, uint32_t page) {
+  BackendScope scope;
   if (Status s = Usable(); !s.ok()) return s;
   MutexLock lock(&mu_);
   Result<UvmRegion*> r = FindLocked(region, page);
@@ -353,6 +381,7 @@ Status UvmDevice::Demote(Region& region, uint32_t page) {
 }
 
 Status UvmDevice::Promote(Region& region, uint32_t page) {
+  BackendScope scope;
   if (Status s = Usable(); !s.ok()) return s;
   std::vector<Evicted> evicted;
   Status status;
@@ -360,6 +389,7 @@ Status UvmDevice::Promote(Region& region, uint32_t page) {
     MutexLock lock(&mu_);
     Result<UvmRegion*> r = FindLocked(region, page);
     if (!r.ok()) return r.status();
+    if (store_ != nullptr) RestoreRangeLocked(*r.value(), page, 1);  // from disk: host first
     if (region.pages[page].tier.load(std::memory_order_relaxed) == Tier::kDevice) {
       return Status::Ok();
     }
@@ -447,7 +477,8 @@ void UvmDevice::SetTierLocked(UvmRegion& r, uint32_t page, Tier to) {
 }
 
 void UvmDevice::Account(Tier tier, uint64_t bytes, bool add) {
-  AccountTierBytes(counters_, tier, bytes, add);
+  // The store books disk bytes itself, as slots are written and freed.
+  if (tier != Tier::kDisk) AccountTierBytes(counters_, tier, bytes, add);
 }
 
 }  // namespace kvtier::cuda

@@ -30,8 +30,39 @@
 //   thread within one period. UVM itself is never asked to hold more than
 //   the budget. The policy sees the GPUs' sum (capacity_bytes); gpus() has
 //   each one.
-// - Maintenance thread ("kvtier-uvm"): flushes CUPTI's buffers and enforces
-//   the budgets every period.
+// - Disk tier (config.store; needs CUDA 13's cuMemDiscardBatchAsync). No
+//   user-space handler sees a GPU fault, so a page whose bytes went to SSD
+//   must be back before any GPU work can touch it. A page may therefore be
+//   spilled only while the backend knows no work reaches it:
+//     dormant: the engine marked it KVTIER_HINT_DORMANT, its promise not to
+//       touch it until it wakes it (WILL_NEED or kvtier_wait);
+//     sealed: no GPU work was submitted for idle_ns, and every call that may
+//       make a GPU touch memory now first opens the gate (below).
+//   Every such call of the process is reported by the SubmitWatch (CUPTI's
+//   API callbacks) on its own thread before it runs: OnSubmitEnter counts
+//   it in flight and, while the gate is closed, opens it (restores every
+//   spilled page that is not dormant, waiting as long as that takes: a
+//   stall, counted) before the call goes on. Sealing is a Dekker handshake
+//   with that count: the maintenance thread marks the gate closed, finds no
+//   call in flight (else it gives up until the next period), then waits for
+//   every GPU's queued work (cuCtxSynchronize); only then may pages spill.
+//   A call that entered before the mark has returned, so its work is queued
+//   and the wait covers it; a call that enters after it sees the mark and
+//   opens. Woken pages still on disk ("pending") keep the gate closed until
+//   they are back. Without a watch (CUPTI missing or taken) nothing is
+//   sealed, and waking a spilled page restores it at once.
+//   A spill: the page (on the host: demoted first) is marked in flight; its
+//   bytes are written to the store outside the lock (a page of zeros is
+//   not written); then, under the lock and only if the page is still
+//   dormant or sealed, the GPU memory is discarded (its contents become
+//   indeterminate and its memory is freed) and the page is kDisk. A
+//   restore reads the page into a private buffer, the store verifies its
+//   checksum (a page that cannot be read back stops the process: never
+//   hand the engine wrong KV), copies it into the managed page from the
+//   CPU (which undoes the discard) and leaves it on the host; the GPU
+//   faults it in, or the policy promotes it.
+// - Maintenance thread ("kvtier-uvm"): flushes CUPTI's buffers, enforces
+//   the budgets and seals an idle process every period.
 // - Fork: the child's CUDA context is unusable; AfterForkInChild makes every
 //   operation fail and the destructor leave the parent's state alone.
 // Thread-safety: every public method may be called from any thread. One
@@ -43,6 +74,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <set>
 #include <mutex>  // std::once_flag
 #include <thread>
 #include <vector>
@@ -50,9 +82,11 @@
 #include "runtime/counters.h"
 #include "runtime/device/cuda/cupti_source.h"
 #include "runtime/device/cuda/driver_api.h"
+#include "runtime/device/cuda/submit_watch.h"
 #include "runtime/device/device.h"
 #include "runtime/mutex.h"
 #include "runtime/options.h"  // DeviceSizes
+#include "runtime/storage/page_io.h"
 
 namespace kvtier::cuda {
 
@@ -79,9 +113,20 @@ struct UvmDeviceConfig {
   Counters* counters = nullptr;  // may be null (the device keeps its own)
   bool use_cupti = true;
   int maintenance_ms = 20;
+  // The disk tier (KVTIER_DISK_BUDGET); null: none. Must outlive the
+  // device. Refused, with one warning, when the driver cannot discard.
+  SpillStore* store = nullptr;
+  // How long no GPU work may be submitted before the gate seals
+  // (KVTIER_IDLE_MS); 0: never (only dormant pages spill).
+  uint64_t idle_ns = 0;
+  // Who reports work submissions: CUPTI (kCupti, started with a disk tier),
+  // the caller through OnSubmitEnter/OnSubmitExit (kCaller: tests, which
+  // play CUPTI), or nobody (kNone).
+  enum class Watch { kNone, kCupti, kCaller };
+  Watch watch = Watch::kCupti;
 };
 
-class UvmDevice final : public Device, public UvmEventSink {
+class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
  public:
   // Creates the backend's stream and starts the maintenance thread.
   static Result<std::unique_ptr<UvmDevice>> Create(UvmDeviceConfig config);
@@ -94,7 +139,16 @@ class UvmDevice final : public Device, public UvmEventSink {
                                  std::string tag) override;
   void DestroyRegion(Region& region) override;
   Status Demote(Region& region, uint32_t page) override;
+  // From the disk tier too: restored, then moved.
   Status Promote(Region& region, uint32_t page) override;
+  // Spills kHost pages that are dormant or sealed (others: ok, nothing done;
+  // the policy picks only those, see MaySpill). An error for a page whose
+  // write or discard failed: it stays on the host, nothing is lost.
+  Status Spill(Region& region, uint32_t page) override;
+  void SpillPages(std::span<const PageRef> pages, std::span<Status> results) override;
+  bool has_disk_tier() const override { return store_ != nullptr; }
+  Status SetDormant(Region& region, uint32_t first, uint32_t count, bool dormant) override;
+  Status Restore(Region& region, uint32_t first, uint32_t count) override;
   void AfterForkInChild() override;
   uint64_t resident_bytes() const override;
   uint64_t capacity_bytes() const override;
@@ -107,6 +161,18 @@ class UvmDevice final : public Device, public UvmEventSink {
 
   // UvmEventSink (CUPTI records).
   void OnUvmEvents(const UvmEvent* events, size_t count) override;
+  // SubmitSink (the SubmitWatch): the gate. Calls from kvtier's own threads,
+  // and from inside the backend, are not the engine's and pass.
+  void OnSubmitEnter() override;
+  void OnSubmitExit() override;
+  // Seals the gate when no work was submitted for idle_ns (the maintenance
+  // thread calls it every period; tests call it themselves). Waits for
+  // every GPU's queued work first.
+  void CheckIdle();
+  // Whether pages may spill without a dormant hint now.
+  bool sealed() const { return sealed_.load(std::memory_order_acquire); }
+  // Whether work submissions are seen (a watch runs or the caller reports).
+  bool gating() const { return gating_; }
 
   // One maintenance pass now: flush CUPTI (forced), then send pages beyond the
   // capacity back to the host. Tests call it; the thread runs it periodically.
@@ -166,6 +232,26 @@ class UvmDevice final : public Device, public UvmEventSink {
   void SetTierLocked(UvmRegion& r, uint32_t page, Tier to) REQUIRES(mu_);
   void Account(Tier tier, uint64_t bytes, bool add);
   void Report(const std::vector<Evicted>& evicted, const std::vector<Faulted>& faulted);
+
+  // Disk tier (uvm_disk_tier.cc). Every *Locked method requires mu_;
+  // RestoreLocked releases it during I/O and holds it again when it returns.
+  using PageKey = std::pair<UvmRegion*, uint32_t>;
+  // Whether the page may be discarded now: dormant, or the gate sealed.
+  bool GatedLocked(const PageRecord& rec) const REQUIRES(mu_);
+  // Brings kDisk pages that are not in flight back to the host.
+  void RestoreLocked(const std::vector<PageKey>& pages) REQUIRES(mu_);
+  // Restores kDisk pages of [first, first+count) until none is left.
+  void RestoreRangeLocked(UvmRegion& r, uint32_t first, uint32_t count) REQUIRES(mu_);
+  // Opens the gate: unseals and restores every pending page (engine thread).
+  void OpenGate();
+  // closed_ from the state it sums up.
+  void UpdateClosedLocked() REQUIRES(mu_);
+  // Discards the pages' GPU memory (their bytes are safe on disk); false
+  // and why when the driver refused.
+  Status DiscardLocked(const std::vector<PageKey>& pages) REQUIRES(mu_);
+  void EndDiskIoLocked(UvmRegion& r) REQUIRES(mu_);
+  // Reads a spilled page into dst; stops the process if it cannot.
+  void ReadOrDie(const UvmRegion& r, uint32_t page, const Status& read);
   void StartCupti();
   void MaintenanceLoop();
 
@@ -183,6 +269,24 @@ class UvmDevice final : public Device, public UvmEventSink {
 
   std::once_flag cupti_once_;
   std::atomic<CuptiSource*> cupti_{nullptr};  // set once by StartCupti, owned
+
+  // Disk tier and gate.
+  SpillStore* const store_;  // null: no disk tier
+  bool gating_ = false;      // submissions are seen (set in Create)
+  std::unique_ptr<SubmitWatch> watch_;
+  ScratchPool scratch_;
+  PageIo page_io_;  // its lock comes before mu_
+  std::atomic<bool> sealed_{false};  // Region::spill_gate of every region
+  // A submission must open the gate first: sealed, being sealed, or woken
+  // pages still on disk. Written under mu_, read by every submission.
+  std::atomic<bool> closed_{false};
+  std::atomic<int64_t> in_flight_{0};  // submissions between enter and exit
+  std::atomic<uint64_t> last_submit_ns_{0};
+  bool sealing_ GUARDED_BY(mu_) = false;
+  uint64_t gate_epoch_ GUARDED_BY(mu_) = 0;  // +1 at every opening
+  std::set<PageKey> pending_ GUARDED_BY(mu_);  // on disk and not dormant
+  int disk_io_ GUARDED_BY(mu_) = 0;           // pages being spilled or restored
+  CondVar disk_io_done_;                       // with mu_
 
   Mutex stop_mu_;
   CondVar stop_cv_;

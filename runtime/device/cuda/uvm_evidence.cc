@@ -37,6 +37,22 @@ void UvmDevice::OnUvmEvents(const UvmEvent* events, size_t count) {
         const uint32_t page = region.PageOf(addr);
         const Tier from = region.pages[page].tier.load(std::memory_order_relaxed);
         const bool to_device = e.kind != UvmEvent::Kind::kToHost;
+        if (from == Tier::kDisk) {
+          // Its bytes are on SSD and its memory discarded: no GPU work may
+          // touch it (the gate opens first). A record of an earlier move may
+          // still arrive; a fault means a dormant range was touched before
+          // the engine woke it, which the engine promised not to do.
+          if (e.kind == UvmEvent::Kind::kGpuFault) {
+            static std::atomic<bool> warned{false};
+            WarnOnce(&warned,
+                     "CUDA disk tier: the GPU touched page %u of region %u while its bytes were on "
+                     "SSD (a range hinted KVTIER_HINT_DORMANT used before KVTIER_HINT_WILL_NEED or "
+                     "kvtier_wait?); the kernel read indeterminate bytes",
+                     page, region.id);
+          }
+          addr = region.PageAddr(page) + region.page_size;
+          continue;
+        }
         if (to_device && from != Tier::kDevice &&
             (e.kind == UvmEvent::Kind::kGpuFault || e.cause != UvmEvent::Cause::kUser)) {
           // The driver brought it in: a GPU touch (or its own prefetcher).
@@ -68,6 +84,7 @@ void UvmDevice::Report(const std::vector<Evicted>& evicted, const std::vector<Fa
 
 void UvmDevice::Maintain() {
   if (forked_.load()) return;
+  CheckIdle();
   if (CuptiSource* cupti = cupti_.load(std::memory_order_acquire)) cupti->Flush(/*forced=*/true);
   std::vector<Evicted> evicted;
   {

@@ -65,7 +65,7 @@ SimDevice::SimDevice(const SimDeviceConfig& config, UserFaultFd uffd, int stop_f
       stop_fd_(stop_fd),
       by_base_(std::make_unique<std::map<uintptr_t, SimRegion*>>()),
       scratch_(static_cast<size_t>(config.fault_threads) + 2, "simulated GPU"),
-      writer_(config.store) {}
+      page_io_(config.store) {}
 
 SimDevice::~SimDevice() {
   if (forked_.load()) {

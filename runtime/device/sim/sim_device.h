@@ -82,7 +82,7 @@
 #include "runtime/device/sim/uffd.h"
 #include "runtime/mutex.h"
 #include "runtime/start_step.h"
-#include "runtime/storage/page_writer.h"
+#include "runtime/storage/page_io.h"
 #include "runtime/storage/spill_batch.h"
 #include "runtime/storage/spill_store.h"
 
@@ -159,6 +159,7 @@ class SimDevice final : public Device {
   // Spill for each page, with up to the store's queue depth of writes in
   // flight. Concurrent callers take turns (one pipeline per device).
   void SpillPages(std::span<const PageRef> pages, std::span<Status> results) override;
+  bool has_disk_tier() const override { return store_ != nullptr; }
   uint64_t resident_bytes() const override;
   uint64_t capacity_bytes() const override { return capacity_; }
 
@@ -261,7 +262,7 @@ class SimDevice final : public Device {
   void CopyBlocksInForkChild() REQUIRES(mu_);
   std::atomic<uint64_t> coalesced_faults_{0};
 
-  // Lock order: the writer's before mu_ before the scratch pool's and the
+  // Lock order: page_io_'s before mu_ before the scratch pool's and the
   // store's locks (a tick holds the runtime's tick lock before all of them).
   mutable Mutex mu_;  // the transition lock
   // With mu_: signalled when a page's disk I/O ends (its in-flight flag
@@ -284,7 +285,7 @@ class SimDevice final : public Device {
 
   // The pipeline of SpillPages (concurrent callers take turns; its lock
   // comes before mu_).
-  PageWriter writer_;
+  PageIo page_io_;
 };
 
 }  // namespace kvtier

@@ -69,14 +69,14 @@ void SimDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
   }
   jobs = std::move(writes);
   if (jobs.empty()) return;
-  std::vector<PageWriter::Source> sources;
+  std::vector<PageIo::Source> sources;
   for (const Job& j : jobs) {
     const size_t len = j.r->region->page_size;
     sources.push_back({j.r->views.alias + uint64_t{j.page} * len, len});
   }
   // Each page is punched and booked as soon as its write completes, under
   // the lock for that page alone, while the others are still in flight.
-  writer_.Write(sources, [&](size_t j, const Result<SpillSlot>& written) {
+  page_io_.Write(sources, [&](size_t j, const Result<SpillSlot>& written) {
     MutexLock lock(&mu_);
     results[jobs[j].index] = FinishSpillLocked(*jobs[j].r, jobs[j].page, written);
     EndDiskIoLocked(*jobs[j].r);
@@ -234,13 +234,7 @@ void SimDevice::ReadOrDie(const SimRegion& r, uint32_t page, uint32_t slot, uint
   const Region& region = *r.region;
   ReadFailure failure = ReadFailure::kNone;
   Status s = store_->Read(slot, dst, region.page_size, checksum, &failure);
-  if (s.ok()) return;
-  // The store read it twice. Its only copy is gone or corrupt, and the
-  // engine is waiting on it: running on would hand it wrong KV.
-  Log(0,
-      "disk tier: stopping the process: region %u (%s) page %u cannot be restored from the %s: %s",
-      region.id, region.tag.c_str(), page, store_->file_description().c_str(), s.message().c_str());
-  abort();
+  if (!s.ok()) StopOnLostPage(*store_, region.id, region.tag, page, s);
 }
 
 }  // namespace kvtier

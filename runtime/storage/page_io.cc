@@ -1,7 +1,8 @@
-// PageWriter, IsAllZero and ScratchPool: see page_writer.h.
-#include "runtime/storage/page_writer.h"
+// PageIo, IsAllZero and ScratchPool: see page_io.h.
+#include "runtime/storage/page_io.h"
 
 #include <atomic>
+#include <cstdlib>
 
 #include "runtime/log.h"
 
@@ -18,7 +19,14 @@ bool IsAllZero(const uint8_t* bytes, size_t len) {
   return any == 0;
 }
 
-void PageWriter::Write(const std::vector<Source>& sources, const WrittenFn& written) {
+void StopOnLostPage(const SpillStore& store, uint32_t region_id, const std::string& tag,
+                    uint32_t page, const Status& why) {
+  Log(0, "disk tier: stopping the process: region %u (%s) page %u cannot be restored from the %s: %s",
+      region_id, tag.c_str(), page, store.file_description().c_str(), why.message().c_str());
+  abort();
+}
+
+void PageIo::Write(const std::vector<Source>& sources, const WrittenFn& written) {
   if (sources.size() == 1) {
     written(0, store_->Write(sources[0].bytes, sources[0].len));
     return;
@@ -31,15 +39,7 @@ void PageWriter::Write(const std::vector<Source>& sources, const WrittenFn& writ
       written(c.tag, c.status.ok() ? Result<SpillSlot>(c.slot) : Result<SpillSlot>(c.status));
     }
   };
-  Status broken;
-  if (batch_ == nullptr) {
-    Result<std::unique_ptr<SpillBatch>> made = store_->NewBatch();
-    if (made.ok()) {
-      batch_ = std::move(made).value();
-    } else {
-      broken = made.status();
-    }
-  }
+  Status broken = EnsureBatchLocked();
   if (broken.ok()) {
     for (size_t j = 0; j < sources.size(); ++j) batch_->AddWrite(sources[j].bytes, sources[j].len, j);
     while (broken.ok() && batch_->outstanding() > 0) {
@@ -56,7 +56,45 @@ void PageWriter::Write(const std::vector<Source>& sources, const WrittenFn& writ
   }
 }
 
-void PageWriter::Reset() {
+void PageIo::Read(const std::vector<Target>& targets, const ReadFn& read) {
+  if (targets.size() == 1) {
+    const Target& t = targets[0];
+    read(0, store_->Read(t.slot, t.dst, t.len, t.checksum));
+    return;
+  }
+  MutexLock lock(&mu_);
+  std::vector<bool> reported(targets.size(), false);
+  Status broken = EnsureBatchLocked();
+  if (broken.ok()) {
+    for (size_t j = 0; j < targets.size(); ++j) {
+      const Target& t = targets[j];
+      batch_->AddRead(t.slot, t.dst, t.len, t.checksum, j);
+    }
+    while (broken.ok() && batch_->outstanding() > 0) {
+      std::vector<SpillCompletion> done;
+      broken = batch_->Wait(1, &done);
+      for (const SpillCompletion& c : done) {
+        reported[c.tag] = true;
+        read(c.tag, c.status);
+      }
+    }
+    if (!broken.ok()) batch_.reset();
+  }
+  const Status missing = broken.ok() ? Status::Error("the restore read did not complete") : broken;
+  for (size_t j = 0; j < targets.size(); ++j) {
+    if (!reported[j]) read(j, missing);
+  }
+}
+
+Status PageIo::EnsureBatchLocked() {
+  if (batch_ != nullptr) return Status::Ok();
+  Result<std::unique_ptr<SpillBatch>> made = store_->NewBatch();
+  if (!made.ok()) return made.status();
+  batch_ = std::move(made).value();
+  return Status::Ok();
+}
+
+void PageIo::Reset() {
   MutexLock lock(&mu_);
   batch_.reset();
 }

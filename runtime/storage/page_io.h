@@ -1,8 +1,8 @@
 // What every backend with a disk tier needs around the SpillStore: spill
-// writes of many pages at once (PageWriter), the test for a page of zeros,
-// and private page buffers for restores (ScratchPool), so the engine never
-// sees bytes before they are verified.
-// Thread-safety: PageWriter::Write may be called from any thread (callers
+// writes and restore reads of many pages at once (PageIo), the test for a
+// page of zeros, and private page buffers for restores (ScratchPool), so the
+// engine never sees bytes before they are verified.
+// Thread-safety: PageIo's methods may be called from any thread (callers
 // take turns on the one pipeline); ScratchPool is safe from any thread.
 #pragma once
 
@@ -24,9 +24,15 @@ namespace kvtier {
 // True when the `len` bytes (a multiple of 8, 8-aligned) are all zero.
 bool IsAllZero(const uint8_t* bytes, size_t len);
 
-class PageWriter {
+// A spilled page could not be read back (the store tried twice): its only
+// copy is gone or corrupt and the engine would run on with wrong KV, so
+// this says which page and why, and stops the process.
+[[noreturn]] void StopOnLostPage(const SpillStore& store, uint32_t region_id,
+                                 const std::string& tag, uint32_t page, const Status& why);
+
+class PageIo {
  public:
-  explicit PageWriter(SpillStore* store) : store_(store) {}
+  explicit PageIo(SpillStore* store) : store_(store) {}
 
   struct Source {
     const uint8_t* bytes;
@@ -40,10 +46,23 @@ class PageWriter {
   // other threads spill in parallel), more through the writer's pipelined
   // batch. Every source is reported, failed ones with why.
   void Write(const std::vector<Source>& sources, const WrittenFn& written);
+  struct Target {
+    uint32_t slot;
+    uint64_t checksum;
+    uint8_t* dst;  // a private buffer of the page size: the engine must not see it
+    size_t len;
+  };
+  // Called once per target as its read completes: ok once the bytes are in
+  // dst and verified (the store retried a bad read once), else why not.
+  using ReadFn = std::function<void(size_t index, const Status& status)>;
+  // Reads the pages, as Write writes them.
+  void Read(const std::vector<Target>& targets, const ReadFn& read);
   // Drops the pipeline (before the store is destroyed).
   void Reset();
 
  private:
+  Status EnsureBatchLocked() REQUIRES(mu_);
+
   SpillStore* const store_;
   Mutex mu_;
   std::unique_ptr<SpillBatch> batch_ GUARDED_BY(mu_);  // made on first use

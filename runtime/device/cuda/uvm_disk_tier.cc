@@ -1,0 +1,411 @@
+// UvmDevice's disk tier: the gate (sealing an idle process, opening it on a
+// submission), dormant ranges, spills and restores (the protocol is in
+// uvm_device.h). Disk I/O runs with the transition lock released; the page's
+// kPageInFlight flag and the region's disk_io count keep it in place.
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "runtime/clock.h"
+#include "runtime/device/cuda/uvm_device.h"
+#include "runtime/device/cuda/uvm_region.h"
+#include "runtime/internal_thread.h"
+#include "runtime/log.h"
+
+namespace kvtier::cuda {
+namespace {
+
+// Submissions this thread entered and has not yet left (an exit without an
+// enter, from a call that began before the watch started, is ignored).
+[[gnu::tls_model("initial-exec")]] constinit thread_local int t_submits = 0;
+
+}  // namespace
+
+bool UvmDevice::GatedLocked(const PageRecord& rec) const {
+  return (rec.flags.load(std::memory_order_relaxed) & kPageDormant) != 0 ||
+         sealed_.load(std::memory_order_acquire);
+}
+
+void UvmDevice::UpdateClosedLocked() {
+  closed_.store(sealed_.load(std::memory_order_relaxed) || sealing_ || !pending_.empty(),
+                std::memory_order_seq_cst);
+}
+
+void UvmDevice::EndDiskIoLocked(UvmRegion& r) {
+  --r.disk_io;
+  --disk_io_;
+  disk_io_done_.SignalAll();
+}
+
+void UvmDevice::OnSubmitEnter() {
+  if (t_kvtier_thread || t_backend_depth > 0) return;
+  ++t_submits;
+  in_flight_.fetch_add(1, std::memory_order_seq_cst);
+  last_submit_ns_.store(MonotonicNs(), std::memory_order_relaxed);
+  if (closed_.load(std::memory_order_seq_cst)) OpenGate();
+}
+
+void UvmDevice::OnSubmitExit() {
+  if (t_kvtier_thread || t_backend_depth > 0 || t_submits == 0) return;
+  --t_submits;
+  in_flight_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void UvmDevice::OpenGate() {
+  BackendScope scope;
+  const uint64_t start = MonotonicNs();
+  bool stalled = false;
+  MutexLock lock(&mu_);
+  ++gate_epoch_;  // a seal being fenced now gives up
+  sealing_ = false;
+  sealed_.store(false, std::memory_order_seq_cst);
+  // Spills in flight find the gate open when they end and keep their pages;
+  // what already reached the disk comes back now.
+  while (!pending_.empty()) {
+    stalled = true;
+    std::vector<PageKey> idle;
+    for (const PageKey& key : pending_) {
+      const uint8_t flags = key.first->region->pages[key.second].flags.load(std::memory_order_relaxed);
+      if (!(flags & kPageInFlight)) idle.push_back(key);
+    }
+    if (idle.empty()) {
+      disk_io_done_.Wait(mu_);  // another thread restores them
+    } else {
+      RestoreLocked(idle);
+    }
+  }
+  UpdateClosedLocked();
+  if (stalled) {
+    Counters::Add(counters_.gate_stalls);
+    Counters::Add(counters_.gate_stall_ns, MonotonicNs() - start);
+  }
+}
+
+void UvmDevice::CheckIdle() {
+  if (store_ == nullptr || !gating_ || config_.idle_ns == 0 || forked_.load()) return;
+  uint64_t epoch = 0;
+  std::vector<CUcontext> contexts;
+  {
+    MutexLock lock(&mu_);
+    if (sealed_.load(std::memory_order_relaxed) || sealing_) return;
+    const uint64_t now = MonotonicNs();
+    const uint64_t last = last_submit_ns_.load(std::memory_order_relaxed);
+    if (last > now || now - last < config_.idle_ns) return;
+    if (by_base_.empty()) return;  // nothing to spill
+    sealing_ = true;
+    closed_.store(true, std::memory_order_seq_cst);
+    if (in_flight_.load(std::memory_order_seq_cst) != 0) {
+      // A call is between enter and exit: it may be queueing work now.
+      sealing_ = false;
+      UpdateClosedLocked();
+      return;
+    }
+    epoch = gate_epoch_;
+    for (const DeviceState& d : devices_) {
+      if (d.ready) contexts.push_back(d.context);
+    }
+  }
+  // Every call that entered before closed_ was set has returned, so its
+  // work is queued; every later one opens the gate first. Wait for the
+  // queued work on every GPU: then nothing that runs can reach a region.
+  CUresult r = CUDA_SUCCESS;
+  for (CUcontext ctx : contexts) {
+    ScopedContext scope(config_.api, ctx);
+    r = scope.result();
+    if (r == CUDA_SUCCESS) r = config_.api.cuCtxSynchronize();
+    if (r != CUDA_SUCCESS) break;
+  }
+  MutexLock lock(&mu_);
+  if (gate_epoch_ != epoch) return;  // opened meanwhile
+  sealing_ = false;
+  if (r != CUDA_SUCCESS) {
+    UpdateClosedLocked();
+    static std::atomic<bool> warned{false};
+    WarnOnce(&warned, "CUDA disk tier: waiting for queued GPU work failed (%s); idle regions are not "
+             "spilled",
+             config_.api.ErrorName(r));
+    return;
+  }
+  sealed_.store(true, std::memory_order_seq_cst);
+  UpdateClosedLocked();
+  Counters::Add(counters_.idle_seals);
+  Log(2, "CUDA disk tier: no GPU work for %llu ms; sealed (idle pages may go to SSD)",
+      static_cast<unsigned long long>(config_.idle_ns / 1'000'000));
+}
+
+Status UvmDevice::Spill(Region& region, uint32_t page) {
+  Status result;
+  const PageRef ref{&region, page};
+  SpillPages({&ref, 1}, {&result, 1});
+  return result;
+}
+
+void UvmDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> results) {
+  BackendScope scope;
+  if (Status s = Usable(); !s.ok()) {
+    for (Status& r : results) r = s;
+    return;
+  }
+  if (store_ == nullptr) {
+    for (Status& r : results) {
+      r = Status::Error("CUDA backend: there is no disk tier to spill to (set KVTIER_DISK_BUDGET)");
+    }
+    return;
+  }
+  struct Job {
+    UvmRegion* r;
+    uint32_t page;
+    size_t index;  // into pages and results
+    bool zero = false;
+    Result<SpillSlot> written = Status::Error("not written");
+  };
+  std::vector<Job> jobs;
+  {
+    MutexLock lock(&mu_);
+    for (size_t i = 0; i < pages.size(); ++i) {
+      results[i] = Status::Ok();
+      Result<UvmRegion*> found = FindLocked(*pages[i].region, pages[i].page);
+      if (!found.ok()) {
+        results[i] = found.status();
+        continue;
+      }
+      UvmRegion* r = found.value();
+      PageRecord& rec = r->region->pages[pages[i].page];
+      // Gone up again, moving, or no longer dormant nor sealed: nothing to do.
+      if (rec.tier.load(std::memory_order_relaxed) != Tier::kHost || r->releasing ||
+          (rec.flags.load(std::memory_order_relaxed) & kPageInFlight) || !GatedLocked(rec)) {
+        continue;
+      }
+      rec.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
+      ++r->disk_io;
+      ++disk_io_;
+      jobs.push_back({r, pages[i].page, i});
+    }
+  }
+  if (jobs.empty()) return;
+  // The bytes are read from the host (the page is there, and no GPU work
+  // touches it: it is dormant or sealed); a page of zeros is not written.
+  std::vector<PageIo::Source> sources;
+  std::vector<size_t> source_job;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const Region& region = *jobs[j].r->region;
+    const auto* bytes = reinterpret_cast<const uint8_t*>(region.PageAddr(jobs[j].page));
+    jobs[j].zero = IsAllZero(bytes, region.page_size);
+    if (!jobs[j].zero) {
+      sources.push_back({bytes, region.page_size});
+      source_job.push_back(j);
+    }
+  }
+  if (!sources.empty()) {
+    page_io_.Write(sources, [&](size_t k, const Result<SpillSlot>& slot) {
+      jobs[source_job[k]].written = slot;
+    });
+  }
+  MutexLock lock(&mu_);
+  std::map<CUdevice, std::vector<size_t>> by_device;  // jobs to discard
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    Job& job = jobs[j];
+    PageRecord& rec = job.r->region->pages[job.page];
+    if (!job.zero && !job.written.ok()) {
+      // The store counted it and backs off; the host copy is the page.
+      results[job.index] = job.written.status().Annotate(
+          "CUDA disk tier: spill of region " + std::to_string(job.r->region->id) + " page " +
+          std::to_string(job.page));
+      continue;
+    }
+    if (rec.tier.load(std::memory_order_relaxed) != Tier::kHost || !GatedLocked(rec)) {
+      // Woken, or the gate opened, while it was written: the GPU may use it.
+      if (!job.zero) store_->Free(job.written.value().index);
+      continue;
+    }
+    by_device[job.r->device].push_back(j);
+  }
+  for (const auto& [device, group] : by_device) {
+    std::vector<PageKey> keys;
+    for (size_t j : group) keys.push_back({jobs[j].r, jobs[j].page});
+    const Status discarded = DiscardLocked(keys);
+    for (size_t j : group) {
+      Job& job = jobs[j];
+      PageRecord& rec = job.r->region->pages[job.page];
+      if (!discarded.ok()) {
+        if (!job.zero) store_->Free(job.written.value().index);
+        results[job.index] = discarded;
+        continue;
+      }
+      rec.disk_slot = job.zero ? kZeroSlot : job.written.value().index;
+      rec.checksum = job.zero ? 0 : job.written.value().checksum;
+      SetTierLocked(*job.r, job.page, Tier::kDisk);
+      if (job.zero) Counters::Add(counters_.zero_pages_dropped);
+      if (!(rec.flags.load(std::memory_order_relaxed) & kPageDormant)) {
+        pending_.insert({job.r, job.page});
+      }
+    }
+  }
+  for (Job& job : jobs) {
+    job.r->region->pages[job.page].flags.fetch_and(static_cast<uint8_t>(~kPageInFlight),
+                                                   std::memory_order_relaxed);
+    EndDiskIoLocked(*job.r);
+  }
+  UpdateClosedLocked();
+}
+
+Status UvmDevice::DiscardLocked(const std::vector<PageKey>& pages) {
+  if (pages.empty()) return Status::Ok();
+  const UvmRegion& first = *pages.front().first;
+  const DeviceState& dev = devices_[first.device];
+  std::vector<CUdeviceptr> ptrs;
+  std::vector<size_t> sizes;
+  for (const PageKey& key : pages) {
+    const Region& region = *key.first->region;
+    ptrs.push_back(static_cast<CUdeviceptr>(region.PageAddr(key.second)));
+    sizes.push_back(region.page_size);
+  }
+  const DriverApi& api = config_.api;
+  ScopedContext ctx(api, dev.context);
+  CUresult r = ctx.result();
+  if (r == CUDA_SUCCESS) r = api.DiscardRanges(ptrs.data(), sizes.data(), ptrs.size(), dev.stream);
+  if (r == CUDA_SUCCESS) r = api.cuStreamSynchronize(dev.stream);
+  if (r != CUDA_SUCCESS) {
+    return Status::Errorf(
+        "CUDA disk tier: discarding %zu spilled pages on GPU %d failed (%s); they stay in memory",
+        pages.size(), static_cast<int>(first.device), api.ErrorName(r));
+  }
+  return Status::Ok();
+}
+
+void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
+  struct Job {
+    UvmRegion* r;
+    uint32_t page;
+    uint32_t slot;
+    uint64_t checksum;
+    AlignedBuffer buffer;
+  };
+  std::vector<Job> jobs;
+  for (const PageKey& key : pages) {
+    PageRecord& rec = key.first->region->pages[key.second];
+    if (rec.tier.load(std::memory_order_relaxed) != Tier::kDisk ||
+        (rec.flags.load(std::memory_order_relaxed) & kPageInFlight)) {
+      continue;
+    }
+    rec.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
+    ++key.first->disk_io;
+    ++disk_io_;
+    jobs.push_back({key.first, key.second, rec.disk_slot, rec.checksum, AlignedBuffer()});
+  }
+  if (jobs.empty()) return;
+  mu_.Unlock();
+  // Into private buffers first: the store verifies each page before a byte
+  // of it reaches memory the GPU can see.
+  std::vector<PageIo::Target> targets;
+  std::vector<size_t> target_job;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (jobs[j].slot == kZeroSlot) continue;
+    const Region& region = *jobs[j].r->region;
+    jobs[j].buffer = scratch_.Take(region.page_size);
+    if (jobs[j].buffer.data() == nullptr) {
+      StopOnLostPage(*store_, region.id, region.tag, jobs[j].page,
+                     Status::Error("no memory for a buffer to read it into"));
+    }
+    targets.push_back({jobs[j].slot, jobs[j].checksum, jobs[j].buffer.data(), region.page_size});
+    target_job.push_back(j);
+  }
+  if (!targets.empty()) {
+    page_io_.Read(targets, [&](size_t k, const Status& read) {
+      const Job& job = jobs[target_job[k]];
+      if (!read.ok()) {
+        StopOnLostPage(*store_, job.r->region->id, job.r->region->tag, job.page, read);
+      }
+    });
+  }
+  // The CPU's write of every byte undoes the discard; the page is on the
+  // host until the GPU faults it in or the policy promotes it.
+  for (Job& job : jobs) {
+    const Region& region = *job.r->region;
+    auto* dst = reinterpret_cast<uint8_t*>(region.PageAddr(job.page));
+    if (job.slot == kZeroSlot) {
+      memset(dst, 0, region.page_size);
+    } else {
+      memcpy(dst, job.buffer.data(), region.page_size);
+      scratch_.Return(std::move(job.buffer));
+    }
+  }
+  mu_.Lock();
+  for (Job& job : jobs) {
+    PageRecord& rec = job.r->region->pages[job.page];
+    if (job.slot != kZeroSlot) store_->Free(job.slot);
+    SetTierLocked(*job.r, job.page, Tier::kHost);
+    rec.flags.fetch_and(static_cast<uint8_t>(~kPageInFlight), std::memory_order_relaxed);
+    pending_.erase({job.r, job.page});
+    EndDiskIoLocked(*job.r);
+  }
+  UpdateClosedLocked();
+}
+
+void UvmDevice::RestoreRangeLocked(UvmRegion& r, uint32_t first, uint32_t count) {
+  const uint32_t end =
+      static_cast<uint32_t>(std::min<uint64_t>(uint64_t{first} + count, r.region->pages.size()));
+  while (true) {
+    std::vector<PageKey> spilled;
+    bool moving = false;
+    for (uint32_t p = first; p < end; ++p) {
+      const PageRecord& rec = r.region->pages[p];
+      if (rec.flags.load(std::memory_order_relaxed) & kPageInFlight) {
+        moving = true;  // a spill or a restore of it ends first
+      } else if (rec.tier.load(std::memory_order_relaxed) == Tier::kDisk) {
+        spilled.push_back({&r, p});
+      }
+    }
+    if (!spilled.empty()) {
+      RestoreLocked(spilled);
+    } else if (moving) {
+      disk_io_done_.Wait(mu_);
+    } else {
+      return;
+    }
+  }
+}
+
+Status UvmDevice::SetDormant(Region& region, uint32_t first, uint32_t count, bool dormant) {
+  BackendScope scope;
+  if (Status s = Usable(); !s.ok()) return s;
+  MutexLock lock(&mu_);
+  Result<UvmRegion*> found = FindLocked(region, first);
+  if (!found.ok()) return found.status();
+  UvmRegion& r = *found.value();
+  const uint32_t end =
+      static_cast<uint32_t>(std::min<uint64_t>(uint64_t{first} + count, region.pages.size()));
+  bool woke_spilled = false;
+  for (uint32_t p = first; p < end; ++p) {
+    PageRecord& rec = region.pages[p];
+    const bool was = (rec.flags.load(std::memory_order_relaxed) & kPageDormant) != 0;
+    const bool on_disk = rec.tier.load(std::memory_order_relaxed) == Tier::kDisk;
+    if (dormant && !was) {
+      rec.flags.fetch_or(kPageDormant, std::memory_order_relaxed);
+      if (on_disk) pending_.erase({&r, p});
+    } else if (!dormant && was) {
+      rec.flags.fetch_and(static_cast<uint8_t>(~kPageDormant), std::memory_order_relaxed);
+      if (on_disk) {
+        pending_.insert({&r, p});
+        woke_spilled = true;
+      }
+    }
+  }
+  // Nothing can hold the engine's next submission back until they are
+  // here: bring them now.
+  if (woke_spilled && !gating_) RestoreRangeLocked(r, first, end - first);
+  UpdateClosedLocked();
+  return Status::Ok();
+}
+
+Status UvmDevice::Restore(Region& region, uint32_t first, uint32_t count) {
+  if (Status s = SetDormant(region, first, count, false); !s.ok()) return s;
+  BackendScope scope;
+  MutexLock lock(&mu_);
+  Result<UvmRegion*> found = FindLocked(region, first);
+  if (!found.ok()) return found.status();
+  if (store_ != nullptr) RestoreRangeLocked(*found.value(), first, count);
+  return Status::Ok();
+}
+
+}  // namespace kvtier::cuda
