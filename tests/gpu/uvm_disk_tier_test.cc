@@ -20,6 +20,7 @@
 
 #include "fake_uvm_driver.h"
 #include "runtime/device/cuda/uvm_device.h"
+#include "runtime/runtime.h"
 #include "runtime/storage/fault_env.h"
 #include "runtime/storage/spill_store.h"
 #include "storage_test_util.h"
@@ -356,6 +357,73 @@ TEST_F(UvmDiskTierTest, ADriverWithoutTheDiscardCallHasNoDiskTier) {
   const std::vector<Status> results = SpillAll(*r, 0, 1);
   EXPECT_FALSE(results[0].ok());
   EXPECT_EQ(TierOf(*r, 0), Tier::kHost);
+}
+
+// The whole path through the runtime: KVTIER_DISK_BUDGET makes the store,
+// the runtime hands it to the CUDA backend, a dormant hint demotes the
+// range (the policy's cold pages go first) and spills it once the host tier
+// is over its budget, and kvtier_wait brings every byte back.
+TEST_F(UvmDiskTierTest, ThroughTheRuntimeADormantRangeGoesToDiskAndWaitBringsItBack) {
+  const std::map<std::string, std::string> values = {
+      {"KVTIER_DEVICE_BUDGET", "1M"},     {"KVTIER_HOST_BUDGET", "512K"},
+      {"KVTIER_DISK_BUDGET", "16M"},      {"KVTIER_PAGE_SIZE", "64K"},
+      {"KVTIER_DISK_DIR", dir_.path()},   {"KVTIER_STATS", "0"},
+      {"KVTIER_IDLE_MS", "0"}};
+  Result<Options> options = ParseOptions([&](const char* name) -> const char* {
+    auto it = values.find(name);
+    return it == values.end() ? nullptr : it->second.c_str();
+  });
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  UvmDevice* cuda = nullptr;
+  Runtime::Parts parts;
+  parts.start_threads = false;
+  parts.device = [&](DeviceEvents* events, Counters* counters,
+                     SpillStore* store) -> Result<std::unique_ptr<Device>> {
+    EXPECT_NE(store, nullptr) << "KVTIER_DISK_BUDGET gives the backend a store";
+    UvmDeviceConfig config;
+    config.api = fake::Api();
+    config.context = fake::ContextOf(0);
+    config.budget = options.value().device_budget;
+    config.page_size = options.value().page_size;
+    config.events = events;
+    config.counters = counters;
+    config.use_cupti = false;
+    config.maintenance_ms = 100000;
+    config.store = store;
+    config.watch = UvmDeviceConfig::Watch::kCaller;
+    auto made = UvmDevice::Create(config);
+    if (!made.ok()) return made.status();
+    cuda = made.value().get();
+    return std::unique_ptr<Device>(std::move(made).value());
+  };
+  auto made = Runtime::Create(options.value(), std::move(parts));
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  Runtime& rt = *made.value();
+  EXPECT_TRUE(rt.device().has_disk_tier());
+  Result<void*> base = rt.CreateRegion(kPages * kPage, nullptr);
+  ASSERT_TRUE(base.ok()) << base.status().message();
+  RegionPtr r = rt.regions().Find(reinterpret_cast<uintptr_t>(base.value()));
+  for (uint32_t p = 0; p < kPages; ++p) {
+    Write(*r, p, Seed(r->id, p));
+    ASSERT_TRUE(cuda->Promote(*r, p).ok());  // the engine's kernels wrote them on the GPU
+  }
+  ASSERT_TRUE(rt.Dormant(base.value(), kPages * kPage).ok());
+  for (int t = 0; t < 20 && TierOf(*r, kPages - 1) != Tier::kDisk; ++t) rt.Tick();
+  uint32_t on_disk = 0;
+  for (uint32_t p = 0; p < kPages; ++p) on_disk += TierOf(*r, p) == Tier::kDisk;
+  EXPECT_GE(on_disk, 2u) << "a host tier of 8 pages keeps at most 7 (its high watermark)";
+  EXPECT_GT(Counters::Get(rt.counters().spilled_pages), 0u);
+
+  ASSERT_TRUE(rt.Wait(base.value(), kPages * kPage).ok());
+  for (uint32_t p = 0; p < kPages; ++p) {
+    EXPECT_NE(TierOf(*r, p), Tier::kDisk) << p;
+    EXPECT_TRUE(Holds(*r, p, Seed(r->id, p))) << p;
+    EXPECT_FALSE(r->pages[p].flags.load() & kPageDormant) << p;
+  }
+  cuda->OnSubmitEnter();  // the engine's next kernel: nothing left to wait for
+  cuda->OnSubmitExit();
+  EXPECT_EQ(Counters::Get(rt.counters().gate_stalls), 0u);
+  EXPECT_TRUE(rt.FreeRegion(base.value()));
 }
 
 // Engine threads launch while the policy thread seals, spills and the gate
