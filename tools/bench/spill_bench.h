@@ -25,6 +25,7 @@ struct Args {
   bool faults = true;
   bool fio = true;
   bool device = true;  // the simulated GPU phases
+  std::string cuda = "auto";  // the CUDA backend's phase: auto, gpu, host (stand-in) or off
   bool check = false;
   uint64_t seed = 1;
 };
@@ -85,6 +86,22 @@ Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src, Target* r
 // time, a slow device); prints what was injected and counted, and returns
 // whether every page came back exactly.
 bool RunDeviceFaultPhase(const Args& a, const uint8_t* src);
+
+// The CUDA backend's disk tier: a managed region of --size spilled through
+// UvmDevice::SpillPages in groups (dormant pages, then again after an idle
+// seal), brought back by kvtier_wait (Restore) and by the submission gate,
+// and --samples single-page waits timed beside raw reads; --rounds times.
+// --cuda gpu needs a GPU; auto takes one where it answers, else (and with
+// host) a host-memory stand-in for the driver (spill_cuda.cc says what it
+// leaves out).
+struct CudaResult {
+  std::vector<double> spill_gbs, wait_gbs, gate_gbs;  // per round
+  std::vector<double> wait_ms, raw_ms;                // per single-page wait
+  std::string driver, io_mode;
+  size_t pages = 0, wrong_pages = 0;
+  uint64_t restored = 0, stalls = 0;
+};
+Result<CudaResult> RunCudaPhase(const Args& a, const uint8_t* src, Target* raw);
 
 // fio where installed: sequential write and read at the same depth and page
 // size, and single-page random reads at depth 1.

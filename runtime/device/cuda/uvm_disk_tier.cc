@@ -15,6 +15,10 @@
 namespace kvtier::cuda {
 namespace {
 
+// Pages a restore reads before it copies them into managed memory: their
+// buffers are then reused by the next chunk.
+constexpr size_t kRestoreChunk = 16;
+
 // Submissions this thread entered and has not yet left (an exit without an
 // enter, from a call that began before the watch started, is ignored).
 [[gnu::tls_model("initial-exec")]] constinit thread_local int t_submits = 0;
@@ -296,38 +300,43 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
   if (jobs.empty()) return;
   mu_.Unlock();
   // Into private buffers first: the store verifies each page before a byte
-  // of it reaches memory the GPU can see.
-  std::vector<PageIo::Target> targets;
-  std::vector<size_t> target_job;
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    if (jobs[j].slot == kZeroSlot) continue;
-    const Region& region = *jobs[j].r->region;
-    jobs[j].buffer = scratch_.Take(region.page_size);
-    if (jobs[j].buffer.data() == nullptr) {
-      StopOnLostPage(*store_, region.id, region.tag, jobs[j].page,
-                     Status::Error("no memory for a buffer to read it into"));
-    }
-    targets.push_back({jobs[j].slot, jobs[j].checksum, jobs[j].buffer.data(), region.page_size});
-    target_job.push_back(j);
-  }
-  if (!targets.empty()) {
-    page_io_.Read(targets, [&](size_t k, const Status& read) {
-      const Job& job = jobs[target_job[k]];
-      if (!read.ok()) {
-        StopOnLostPage(*store_, job.r->region->id, job.r->region->tag, job.page, read);
+  // of it reaches memory the GPU can see. In chunks, so the buffers of one
+  // are the next one's.
+  for (size_t from = 0; from < jobs.size(); from += kRestoreChunk) {
+    const size_t to = std::min(jobs.size(), from + kRestoreChunk);
+    std::vector<PageIo::Target> targets;
+    std::vector<size_t> target_job;
+    for (size_t j = from; j < to; ++j) {
+      if (jobs[j].slot == kZeroSlot) continue;
+      const Region& region = *jobs[j].r->region;
+      jobs[j].buffer = scratch_.Take(region.page_size);
+      if (jobs[j].buffer.data() == nullptr) {
+        StopOnLostPage(*store_, region.id, region.tag, jobs[j].page,
+                       Status::Error("no memory for a buffer to read it into"));
       }
-    });
-  }
-  // The CPU's write of every byte undoes the discard; the page is on the
-  // host until the GPU faults it in or the policy promotes it.
-  for (Job& job : jobs) {
-    const Region& region = *job.r->region;
-    auto* dst = reinterpret_cast<uint8_t*>(region.PageAddr(job.page));
-    if (job.slot == kZeroSlot) {
-      memset(dst, 0, region.page_size);
-    } else {
-      memcpy(dst, job.buffer.data(), region.page_size);
-      scratch_.Return(std::move(job.buffer));
+      targets.push_back({jobs[j].slot, jobs[j].checksum, jobs[j].buffer.data(), region.page_size});
+      target_job.push_back(j);
+    }
+    if (!targets.empty()) {
+      page_io_.Read(targets, [&](size_t k, const Status& read) {
+        const Job& job = jobs[target_job[k]];
+        if (!read.ok()) {
+          StopOnLostPage(*store_, job.r->region->id, job.r->region->tag, job.page, read);
+        }
+      });
+    }
+    // The CPU's write of every byte undoes the discard; the page is on the
+    // host until the GPU faults it in or the policy promotes it.
+    for (size_t j = from; j < to; ++j) {
+      Job& job = jobs[j];
+      const Region& region = *job.r->region;
+      auto* dst = reinterpret_cast<uint8_t*>(region.PageAddr(job.page));
+      if (job.slot == kZeroSlot) {
+        memset(dst, 0, region.page_size);
+      } else {
+        memcpy(dst, job.buffer.data(), region.page_size);
+        scratch_.Return(std::move(job.buffer));
+      }
     }
   }
   mu_.Lock();

@@ -1,0 +1,276 @@
+// The CUDA backend's disk tier in `kvtier-bench spill` (see spill_bench.h):
+// a managed region of --size bytes spilled through UvmDevice::SpillPages as
+// the policy tick does (written from managed memory, then discarded), and
+// brought back by kvtier_wait (UvmDevice::Restore) and by the submission
+// gate (a launch after an idle seal), with single-page waits timed beside a
+// raw read. On a machine without a GPU the driver is a host-memory stand-in
+// (managed memory is anonymous memory; a discard frees it with
+// MADV_DONTNEED, as the driver frees a discarded range; prefetches are
+// bookkeeping), so the figures are kvtier's own path and the SSD, without
+// the PCIe copies a GPU adds. Thread-safety: single-threaded phase.
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "runtime/mover.h"  // kSpillGroupPages
+#include "runtime/storage/spill_store.h"
+#include "tools/bench/spill_bench.h"
+#ifdef KVTIER_HAVE_CUDA
+#include "runtime/device/cuda/uvm_device.h"
+#endif
+
+namespace kvtier::bench::spill {
+
+#ifndef KVTIER_HAVE_CUDA
+
+Result<CudaResult> RunCudaPhase(const Args&, const uint8_t*, Target*) {
+  return Status::Error("this build has no CUDA backend (KVTIER_WITH_CUDA=OFF)");
+}
+
+#else
+
+namespace {
+
+// ---- The host-memory stand-in driver ----
+
+std::mutex g_host_mu;
+std::map<CUdeviceptr, std::pair<void*, size_t>> g_host_maps;  // aligned ptr -> mapping
+
+constexpr size_t kHostAlign = size_t{2} << 20;
+
+CUresult HostAlloc(CUdeviceptr* p, size_t bytes, unsigned) {
+  const size_t len = bytes + kHostAlign;
+  void* map = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  const uintptr_t aligned = (reinterpret_cast<uintptr_t>(map) + kHostAlign - 1) / kHostAlign * kHostAlign;
+  // The driver backs managed memory in large pages too: a restore's copy
+  // then meets one fault per 2 MiB, not one per 4 KiB.
+  madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
+  *p = static_cast<CUdeviceptr>(aligned);
+  std::lock_guard<std::mutex> lock(g_host_mu);
+  g_host_maps[*p] = {map, len};
+  return CUDA_SUCCESS;
+}
+CUresult HostFree(CUdeviceptr p) {
+  std::lock_guard<std::mutex> lock(g_host_mu);
+  auto it = g_host_maps.find(p);
+  if (it == g_host_maps.end()) return CUDA_ERROR_INVALID_VALUE;
+  munmap(it->second.first, it->second.second);
+  g_host_maps.erase(it);
+  return CUDA_SUCCESS;
+}
+CUresult HostDiscard(CUdeviceptr* ptrs, size_t* sizes, size_t count, unsigned long long, CUstream) {
+  for (size_t i = 0; i < count; ++i) {
+    if (madvise(reinterpret_cast<void*>(ptrs[i]), sizes[i], MADV_DONTNEED) != 0) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+CUresult HostMemInfo(size_t* free_bytes, size_t* total) {
+  *total = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  *free_bytes = *total / 2;
+  return CUDA_SUCCESS;
+}
+
+cuda::DriverApi HostDriver() {
+  cuda::DriverApi api;
+  api.cuMemAllocManaged = HostAlloc;
+  api.cuMemFree = HostFree;
+  api.cuMemDiscardBatchAsync = HostDiscard;
+  api.cuMemGetInfo = HostMemInfo;
+  api.cuCtxGetDevice = [](CUdevice* d) {
+    *d = 0;
+    return CUDA_SUCCESS;
+  };
+  api.cuCtxGetStreamPriorityRange = [](int* least, int* greatest) {
+    *least = *greatest = 0;
+    return CUDA_SUCCESS;
+  };
+  api.cuStreamCreateWithPriority = [](CUstream* s, unsigned, int) {
+    *s = nullptr;
+    return CUDA_SUCCESS;
+  };
+  api.cuStreamSynchronize = [](CUstream) { return CUDA_SUCCESS; };
+  api.cuStreamDestroy = [](CUstream) { return CUDA_SUCCESS; };
+  api.cuCtxSynchronize = [] { return CUDA_SUCCESS; };
+  api.cuMemPrefetchAsyncLocation = [](CUdeviceptr, size_t, CUmemLocation, unsigned, CUstream) {
+    return CUDA_SUCCESS;
+  };
+  api.cuMemAdviseLocation = [](CUdeviceptr, size_t, CUmem_advise, CUmemLocation) {
+    return CUDA_SUCCESS;
+  };
+  return api;
+}
+
+// The real driver on GPU 0, its primary context retained (the device
+// releases it), or why not.
+Result<cuda::UvmDeviceConfig> GpuDriver() {
+  Result<cuda::DriverApi> api = cuda::DriverApi::Load();
+  if (!api.ok()) return api.status();
+  cuda::UvmDeviceConfig config;
+  config.api = api.value();
+  int count = 0, managed = 0;
+  CUresult r = config.api.cuInit(0);
+  if (r == CUDA_SUCCESS) r = config.api.cuDeviceGetCount(&count);
+  if (r != CUDA_SUCCESS || count == 0) return Status::Error("no GPU answers");
+  config.api.cuDeviceGetAttribute(&managed, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0);
+  if (!managed) return Status::Error("GPU 0 has no concurrent managed memory access");
+  if ((r = config.api.cuDevicePrimaryCtxRetain(&config.context, 0)) != CUDA_SUCCESS) {
+    return Status::Errorf("no context on GPU 0 (%s)", config.api.ErrorName(r));
+  }
+  return config;
+}
+
+// ---- The phase ----
+
+struct Rig {
+  Counters counters;
+  std::unique_ptr<SpillStore> store;
+  std::unique_ptr<cuda::UvmDevice> device;
+  RegionPtr region;
+  size_t pages = 0;
+
+  Status Open(const Args& a, cuda::UvmDeviceConfig config) {
+    SpillStoreConfig cfg;
+    cfg.dir = a.dir;
+    cfg.budget_bytes = a.size;
+    cfg.page_size = a.page;
+    cfg.queue_depth = a.qd;
+    Result<std::unique_ptr<SpillStore>> s = SpillStore::Create(cfg, Env::Default(), &counters);
+    if (!s.ok()) return s.status();
+    store = std::move(s).value();
+    config.budget.all = 16 * a.page;  // a few pages of GPU memory: the region lives on the host
+    config.page_size = a.page;
+    config.counters = &counters;
+    config.use_cupti = false;
+    config.maintenance_ms = 100000;  // the phase seals by hand
+    config.store = store.get();
+    config.idle_ns = 1;
+    config.watch = cuda::UvmDeviceConfig::Watch::kCaller;  // the phase plays the engine's launches
+    Result<std::unique_ptr<cuda::UvmDevice>> d = cuda::UvmDevice::Create(std::move(config));
+    if (!d.ok()) return d.status();
+    device = std::move(d).value();
+    pages = a.size / a.page;
+    Result<RegionPtr> r = device->CreateRegion(1, pages * a.page, a.page, "kvtier-bench spill");
+    if (!r.ok()) return r.status();
+    region = r.value();
+    return Status::Ok();
+  }
+  ~Rig() {
+    if (region) device->DestroyRegion(*region);
+    device.reset();  // before the store
+  }
+  uint8_t* Page(size_t p) const { return reinterpret_cast<uint8_t*>(region->PageAddr(p)); }
+
+  // Spills every page in groups, as the policy tick does; seconds.
+  Result<double> SpillAll() {
+    const double t0 = Now();
+    std::vector<PageRef> refs;
+    std::vector<Status> results;
+    for (size_t first = 0; first < pages; first += kSpillGroupPages) {
+      refs.clear();
+      for (size_t p = first; p < std::min(pages, first + kSpillGroupPages); ++p) {
+        refs.push_back({region.get(), static_cast<uint32_t>(p)});
+      }
+      results.assign(refs.size(), Status::Ok());
+      device->SpillPages(refs, results);
+      for (const Status& s : results) {
+        if (!s.ok()) return s;
+      }
+    }
+    for (size_t p = 0; p < pages; ++p) {
+      if (region->pages[p].tier.load() != Tier::kDisk) {
+        return Status::Errorf("page %zu did not reach the disk tier", p);
+      }
+    }
+    return Now() - t0;
+  }
+  Status Dormant(bool on) {
+    return device->SetDormant(*region, 0, static_cast<uint32_t>(pages), on);
+  }
+};
+
+}  // namespace
+
+Result<CudaResult> RunCudaPhase(const Args& a, const uint8_t* src, Target* raw) {
+  CudaResult out;
+  cuda::UvmDeviceConfig config;
+  config.api = HostDriver();
+  out.driver = "a host-memory stand-in (--cuda host)";
+  if (a.cuda != "host") {
+    Result<cuda::UvmDeviceConfig> gpu = GpuDriver();
+    if (gpu.ok()) {
+      config = std::move(gpu).value();
+      out.driver = "the CUDA driver on GPU 0";
+    } else if (a.cuda == "gpu") {
+      return gpu.status().Annotate("--cuda gpu");
+    } else {
+      out.driver = "a host-memory stand-in (" + gpu.status().message() + ")";
+    }
+  }
+  Rig rig;
+  if (Status s = rig.Open(a, std::move(config)); !s.ok()) return s.Annotate("CUDA phase");
+  // The engine's bytes, written from the CPU; the pages start on the host.
+  for (size_t p = 0; p < rig.pages; ++p) {
+    memcpy(rig.Page(p), src + p * a.page, a.page);
+    if (Status s = rig.device->Promote(*rig.region, static_cast<uint32_t>(p)); !s.ok()) return s;
+    if (Status s = rig.device->Demote(*rig.region, static_cast<uint32_t>(p)); !s.ok()) return s;
+  }
+  const double gb = static_cast<double>(rig.pages * a.page) / kGB;
+  uint64_t pick = a.seed * 0x9E3779B97F4A7C15ull + 11;
+  for (int round = 0; round < a.rounds; ++round) {
+    // Dormant: spilled without a seal, back on kvtier_wait.
+    if (Status s = rig.Dormant(true); !s.ok()) return s;
+    Result<double> t = rig.SpillAll();
+    if (!t.ok()) return t.status().Annotate("CUDA phase");
+    out.spill_gbs.push_back(gb / t.value());
+    double t0 = Now();
+    if (Status s = rig.device->Restore(*rig.region, 0, static_cast<uint32_t>(rig.pages)); !s.ok()) {
+      return s;
+    }
+    out.wait_gbs.push_back(gb / (Now() - t0));
+    // Sealed: spilled while idle, back before the next launch runs.
+    rig.device->CheckIdle();
+    if (!rig.device->sealed()) return Status::Error("CUDA phase: the idle process did not seal");
+    t = rig.SpillAll();
+    if (!t.ok()) return t.status().Annotate("CUDA phase");
+    t0 = Now();
+    rig.device->OnSubmitEnter();
+    rig.device->OnSubmitExit();
+    out.gate_gbs.push_back(gb / (Now() - t0));
+    // Single pages: kvtier_wait of one spilled page, beside a raw read.
+    if (Status s = rig.Dormant(true); !s.ok()) return s;
+    t = rig.SpillAll();
+    if (!t.ok()) return t.status().Annotate("CUDA phase");
+    for (int s = 0; s < a.samples; ++s) {
+      const uint32_t p = static_cast<uint32_t>(NextRandom(&pick) % rig.pages);
+      if (rig.region->pages[p].tier.load() != Tier::kDisk) continue;
+      t0 = Now();
+      if (Status st = rig.device->Restore(*rig.region, p, 1); !st.ok()) return st;
+      out.wait_ms.push_back((Now() - t0) * 1e3);
+      Result<double> r = raw->ReadOne(NextRandom(&pick) % rig.pages);
+      if (!r.ok()) return r.status().Annotate("raw read beside the CUDA phase");
+      out.raw_ms.push_back(r.value() * 1e3);
+    }
+    if (Status s = rig.device->Restore(*rig.region, 0, static_cast<uint32_t>(rig.pages)); !s.ok()) {
+      return s;
+    }
+  }
+  for (size_t p = 0; p < rig.pages; ++p) {
+    out.wrong_pages += memcmp(rig.Page(p), src + p * a.page, a.page) != 0;
+  }
+  out.pages = rig.pages;
+  out.io_mode = rig.store->io_mode();
+  out.restored = Counters::Get(rig.counters.restored_pages);
+  out.stalls = Counters::Get(rig.counters.gate_stalls);
+  return out;
+}
+
+#endif  // KVTIER_HAVE_CUDA
+
+}  // namespace kvtier::bench::spill
