@@ -2,48 +2,10 @@
 #include "gpu_driver.h"
 
 #include "runtime/device/cuda/real_dl.h"
+#include "tools/bench/gpu_kernels.h"
 
 namespace kvtier::gpu_test {
 namespace {
-
-// touch(u8* base, u64 stride, u32 count, u32 value): thread i writes the low
-// byte of `value` to base[i * stride]. PTX for the oldest target the driver
-// still compiles; the driver compiles it for the GPU at hand.
-constexpr const char kTouchPtx[] = R"(
-.version 7.0
-.target sm_52
-.address_size 64
-
-.visible .entry kvtier_touch(
-    .param .u64 p_base,
-    .param .u64 p_stride,
-    .param .u32 p_count,
-    .param .u32 p_value)
-{
-    .reg .pred %p;
-    .reg .b16 %rs<2>;
-    .reg .b32 %r<6>;
-    .reg .b64 %rd<6>;
-    ld.param.u64 %rd1, [p_base];
-    ld.param.u64 %rd2, [p_stride];
-    ld.param.u32 %r1, [p_count];
-    ld.param.u32 %r2, [p_value];
-    mov.u32 %r3, %ctaid.x;
-    mov.u32 %r4, %ntid.x;
-    mov.u32 %r5, %tid.x;
-    mad.lo.s32 %r3, %r3, %r4, %r5;
-    setp.ge.u32 %p, %r3, %r1;
-    @%p bra DONE;
-    cvta.to.global.u64 %rd1, %rd1;
-    cvt.u64.u32 %rd3, %r3;
-    mul.lo.u64 %rd4, %rd3, %rd2;
-    add.u64 %rd5, %rd1, %rd4;
-    cvt.u16.u32 %rs1, %r2;
-    st.global.u8 [%rd5], %rs1;
-DONE:
-    ret;
-}
-)";
 
 template <typename Fn>
 bool Resolve(void* lib, const char* name, Fn* out) {
@@ -99,8 +61,10 @@ GpuDriver* GpuDriver::Get(std::string* why) {
   if (g->api.cuDeviceGet(&g->device, 0) != CUDA_SUCCESS ||
       g->api.cuDevicePrimaryCtxRetain(&g->context, g->device) != CUDA_SUCCESS ||
       g->cuCtxSetCurrent(g->context) != CUDA_SUCCESS ||
-      (r = g->cuModuleLoadData(&module, kTouchPtx)) != CUDA_SUCCESS ||
-      g->cuModuleGetFunction(&g->touch, module, "kvtier_touch") != CUDA_SUCCESS) {
+      (r = g->cuModuleLoadData(&module, bench::kTouchPtx)) != CUDA_SUCCESS ||
+      g->cuModuleGetFunction(&g->touch, module, "kvtier_touch") != CUDA_SUCCESS ||
+      (r = g->cuModuleLoadData(&module, bench::kPageSumsPtx)) != CUDA_SUCCESS ||
+      g->cuModuleGetFunction(&g->page_sums, module, "kvtier_page_sums") != CUDA_SUCCESS) {
     *why = reason = std::string("cannot set up GPU 0 (") + g->api.ErrorName(r) + ")";
     return nullptr;
   }
@@ -113,6 +77,13 @@ CUresult GpuDriver::Touch(CUdeviceptr base, size_t stride, unsigned count, unsig
   void* params[] = {&b, &s, &count, &value};
   CUresult r =
       cuLaunchKernel(touch, (count + 127) / 128, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr);
+  return r == CUDA_SUCCESS ? cuCtxSynchronize() : r;
+}
+
+CUresult GpuDriver::PageSums(CUdeviceptr base, size_t page_bytes, unsigned pages, uint64_t* out) {
+  unsigned long long b = base, page = page_bytes, o = reinterpret_cast<uintptr_t>(out);
+  void* params[] = {&b, &page, &pages, &o};
+  CUresult r = cuLaunchKernel(page_sums, pages, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr);
   return r == CUDA_SUCCESS ? cuCtxSynchronize() : r;
 }
 

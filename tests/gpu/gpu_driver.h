@@ -1,12 +1,14 @@
 // GpuDriver: what the GPU tests need from the CUDA driver beyond the
-// backend's own DriverApi: a context, a kernel that touches pages (PTX,
-// compiled by the driver at load time, so the tests need no nvcc), events,
+// backend's own DriverApi: a context, kernels that touch and sum pages (PTX
+// from tools/bench/gpu_kernels.h, compiled by the driver at load time, so the
+// tests need no nvcc), events,
 // pinned memory and plain device memory for the reference copy, and the
 // driver's view of where a managed range was last prefetched.
 // Get() answers nullptr, with the reason, when no CUDA device answers: the
 // tests then skip. Thread-safety: the tests use it from one thread.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "runtime/device/cuda/driver_api.h"
@@ -17,7 +19,8 @@ struct GpuDriver {
   cuda::DriverApi api;
   CUdevice device = 0;
   CUcontext context = nullptr;
-  CUfunction touch = nullptr;  // touch(u8* base, u64 stride, u32 count, u32 value)
+  CUfunction touch = nullptr;      // tools/bench/gpu_kernels.h
+  CUfunction page_sums = nullptr;  // idem
 
   CUresult (*cuCtxSetCurrent)(CUcontext) = nullptr;
   CUresult (*cuCtxSynchronize)() = nullptr;
@@ -43,6 +46,9 @@ struct GpuDriver {
   // Launches touch over `count` pages of `stride` bytes from `base`, writing
   // `value` to the first byte of each, and waits for it.
   CUresult Touch(CUdeviceptr base, size_t stride, unsigned count, unsigned value);
+  // Launches page_sums over `pages` pages of `page_bytes` from `base` into
+  // out[] (managed or host-visible, zeroed by the caller), and waits for it.
+  CUresult PageSums(CUdeviceptr base, size_t page_bytes, unsigned pages, uint64_t* out);
   // The device the range was last prefetched to (CU_DEVICE_CPU: the host).
   int LastPrefetchLocation(CUdeviceptr p, size_t bytes);
 };
