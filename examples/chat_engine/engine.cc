@@ -1,6 +1,8 @@
 // Engine: see engine.h.
 #include "engine.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -90,6 +92,7 @@ bool Engine::StartTurn(Session& s, bool* started, std::string* error) {
   size_t missing = static_cast<size_t>(s.context) - s.blocks.size();
   if (!MakeRoom(missing + static_cast<size_t>(config_.prompt_blocks), s)) return true;
   *started = true;
+  if (config_.park) Unpark(s.blocks, /*wait=*/true);
   s.state = State::kRunning;
   s.turn_start_context = s.context;
   s.last_used = step_;
@@ -142,6 +145,7 @@ void Engine::EndTurn(Session& s) {
   s.state = State::kWaiting;
   s.ready_step =
       step_ + 1 + static_cast<int64_t>(Random(static_cast<uint64_t>(config_.think_steps)));
+  if (config_.park) Park(s);
 }
 
 bool Engine::MakeRoom(size_t blocks, const Session& requester) {
@@ -159,8 +163,54 @@ bool Engine::MakeRoom(size_t blocks, const Session& requester) {
 }
 
 void Engine::ReleaseBlocks(Session& s) {
+  // A parked session's blocks go to other sessions: wake them first (their
+  // bytes no longer matter, but the promise not to touch them must end).
+  if (config_.park && s.state == State::kWaiting) Unpark(s.blocks, /*wait=*/false);
   for (int32_t b : s.blocks) free_.push_back(b);
   s.blocks.clear();
+}
+
+namespace {
+
+// kvtier's C API where libkvtier.so is preloaded, else null (the engine
+// does not link kvtier: it only cooperates when it is there).
+using HintFn = int (*)(const void*, size_t, int);
+using WaitFn = int (*)(const void*, size_t);
+constexpr int kHintWillNeed = 1;  // KVTIER_HINT_WILL_NEED (include/kvtier/kvtier.h)
+constexpr int kHintDormant = 5;   // KVTIER_HINT_DORMANT
+HintFn KvtierHint() {
+  static const HintFn fn = reinterpret_cast<HintFn>(dlsym(RTLD_DEFAULT, "kvtier_hint"));
+  return fn;
+}
+WaitFn KvtierWait() {
+  static const WaitFn fn = reinterpret_cast<WaitFn>(dlsym(RTLD_DEFAULT, "kvtier_wait"));
+  return fn;
+}
+
+}  // namespace
+
+void Engine::Park(const Session& s) {
+  HintFn hint = KvtierHint();
+  if (hint == nullptr || s.blocks.empty()) return;
+  for (int l = 0; l < config_.layers; ++l) {
+    for (int32_t b : s.blocks) {
+      if (hint(BlockAddr(l, b), config_.block_bytes, kHintDormant) != 0) ++stats_.kvtier_calls_failed;
+    }
+  }
+  ++stats_.parked;
+}
+
+void Engine::Unpark(const std::vector<int32_t>& blocks, bool wait) {
+  HintFn hint = KvtierHint();
+  WaitFn wait_fn = KvtierWait();
+  if (hint == nullptr || wait_fn == nullptr) return;
+  for (int l = 0; l < config_.layers; ++l) {
+    for (int32_t b : blocks) {
+      const int rc = wait ? wait_fn(BlockAddr(l, b), config_.block_bytes)
+                          : hint(BlockAddr(l, b), config_.block_bytes, kHintWillNeed);
+      if (rc != 0) ++stats_.kvtier_calls_failed;
+    }
+  }
 }
 
 bool Engine::WriteBlock(Session& s, std::string* error) {

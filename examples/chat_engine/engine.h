@@ -10,7 +10,9 @@
 // the least recently used idle session loses its blocks and must prefill its
 // whole context again when it returns (a recompute); when no session is idle,
 // the session that needs the block is preempted (the same, counted apart).
-// Every block read is checked against what was written.
+// Every block read is checked against what was written. With `park` it
+// tells kvtier which sessions are idle (KVTIER_HINT_DORMANT), as an engine's
+// connector would.
 // Thread-safety: single-threaded.
 #pragma once
 
@@ -34,6 +36,11 @@ struct EngineConfig {
   int gen_blocks = 4;
   int think_steps = 8;  // an idle session returns after 1..think_steps steps
   uint64_t seed = 1;
+  // Cooperate with kvtier (kvtier.h, found at run time: without the preload
+  // it does nothing): an idle session's blocks are hinted
+  // KVTIER_HINT_DORMANT, and kvtier_wait brings them back before the session
+  // runs again; blocks freed for reuse are woken (KVTIER_HINT_WILL_NEED).
+  bool park = false;
 };
 
 struct EngineStats {
@@ -47,6 +54,8 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t evictions = 0;      // idle sessions whose blocks were taken
   int64_t checks_passed = 0;  // block x layer verifications
+  int64_t parked = 0;         // idle sessions hinted dormant (--park)
+  int64_t kvtier_calls_failed = 0;  // hints or waits kvtier refused
 };
 
 class Engine {
@@ -92,6 +101,9 @@ class Engine {
   void ReleaseBlocks(Session& s);
   bool WriteBlock(Session& s, std::string* error);         // appends one block
   bool ReadSession(const Session& s, std::string* error);  // checks all blocks
+  // --park: every layer's copy of the blocks, hinted or waited for.
+  void Park(const Session& s);
+  void Unpark(const std::vector<int32_t>& blocks, bool wait);
   uint8_t* BlockAddr(int layer, int32_t block) const;
   uint64_t Random(uint64_t bound);  // [0, bound)
 

@@ -55,6 +55,8 @@ void Usage(FILE* out) {
           "  --weight-mib N     size of each weight buffer (8)\n"
           "  --compute MODE     cpu: direct access, only on the kvtier simulated GPU;\n"
           "                     copy: cudaMemcpy staging, any device; cuda: kernels (cpu)\n"
+          "  --park             tell kvtier (when preloaded) which sessions are idle:\n"
+          "                     KVTIER_HINT_DORMANT, then kvtier_wait before they run\n"
           "  --hold FILE        after the report, keep the memory allocated until FILE\n"
           "                     exists (polled every 10 ms, at most 60 s), then free it\n");
 }
@@ -96,6 +98,10 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     if (name == "--help" || name == "-h") {
       Usage(stdout);
       exit(0);
+    }
+    if (name == "--park") {  // the one flag without a value
+      f->engine.park = true;
+      continue;
     }
     if (i + 1 >= argc) {
       fprintf(stderr, "chat_engine: %s needs a value\n", name.c_str());
@@ -342,6 +348,11 @@ int main(int argc, char** argv) {
          s.recomputes, s.recompute_blocks, s.evictions, s.preemptions);
   printf("chat_engine: integrity checks passed %" PRId64 " (blocks x layers), weights %d intact\n",
          s.checks_passed, flags.weights);
+  if (cfg.park) {
+    printf("chat_engine: parked %" PRId64 " idle sessions with kvtier (calls refused: %" PRId64
+           ")\n",
+           s.parked, s.kvtier_calls_failed);
+  }
   printf("chat_engine: wall %.2f s (device events %.2f s)\n", wall, device_ms / 1000.0);
   if (!flags.hold.empty()) HoldUntilExists(flags.hold);
 

@@ -7,11 +7,16 @@
 //            ssd_latency_ns (median single 4 KiB read: the per-request setup
 //            the model adds to each transfer), ssd_bytes (free space in --dir)
 //   host     host_memory_bytes (physical memory)
-//   GPU      gpu_memory_bytes and host_link_bps (managed-memory prefetch to
-//            the device), where a CUDA driver and device answer
-// Fault-driven migration needs a kernel that faults on the GPU, so the
-// fault_* fields, like the GPU's FLOP/s and the engine figures, keep the
-// base profile's values and sources. Thread-safety: single-threaded tool.
+//   GPU      gpu_memory_bytes, host_link_bps (managed-memory prefetch to
+//            the device), fault_migration_bps (a kernel faulting every
+//            64 KiB of a host-resident buffer in) and fault_batch_latency_ns
+//            (one fault, against the same touch of a resident page), where a
+//            CUDA driver and device answer; and, printed beside what the
+//            model assumes but not in the profile, prefetch per 2 MiB and per
+//            64 KiB call and as one scattered batch, a copy from pinned
+//            memory, and a decode-like kernel's slowdown beside prefetches.
+// The GPU's FLOP/s and the engine figures keep the base profile's values
+// and sources. Thread-safety: single-threaded tool.
 #include <stdio.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -37,10 +42,12 @@ const char kUsage[] =
     "usage: kvtier-bench calibrate [--base PROFILE] [--name NAME] [--out FILE] [--dir D]\n"
     "                              [--size 1G] [--gpu auto|on|off] [--gpu-size 1G]\n"
     "Measures this machine's SSD (in D), host memory and, where a CUDA device answers, GPU\n"
-    "memory and host-to-device prefetch bandwidth; writes the --base profile (h200-pcie5)\n"
-    "with those fields replaced to FILE (default: stdout), for `multiround --profile FILE`.\n"
-    "--size is the SSD test file (2 MiB requests); --gpu-size the managed buffer prefetched\n"
-    "(at most a quarter of the GPU's free memory). --gpu on fails when no GPU answers.\n";
+    "memory, prefetch bandwidth and fault-driven migration; writes the --base profile\n"
+    "(h200-pcie5) with those fields replaced to FILE (default: stdout), for `multiround\n"
+    "--profile FILE`, and prints the GPU figures the profile has no field for beside what\n"
+    "the model assumes. --size is the SSD test file (2 MiB requests); --gpu-size the managed\n"
+    "buffer prefetched (at most a quarter of the GPU's free memory, less 512 MiB for the\n"
+    "other buffers). --gpu on fails when no GPU answers.\n";
 
 struct CalibrateArgs {
   std::string base = "h200-pcie5";
@@ -165,6 +172,35 @@ Status MeasureSsd(const spill::Args& a, HardwareProfile* p, std::vector<Measured
   return Status::Ok();
 }
 
+// The GPU figures the profile has no field for, each beside what the model
+// assumes (its profile figure), as "gpu-check:" lines scripts/gpu-check
+// collects.
+void PrintGpuAnswers(FILE* out, const GpuFigures& g, const HardwareProfile& model) {
+  const double link = model.host_link_bps / 1e9;
+  auto gbs = [](double bps) { return bps > 0 ? std::to_string(bps / 1e9).substr(0, 5) : "-"; };
+  fprintf(out,
+          "gpu-check: prefetch host->device on %s: one call for %s %s GB/s, a call per 2 MiB %s "
+          "GB/s, a call per 64 KiB %s GB/s, every other 64 KiB in one %s %s GB/s; pinned "
+          "cudaMemcpyAsync %s GB/s (the model moves every page at host_link_bps %.1f GB/s)\n",
+          g.device.c_str(), FormatBytes(g.prefetch_bytes).c_str(), gbs(g.prefetch_bps).c_str(),
+          gbs(g.prefetch_2m_bps).c_str(), gbs(g.prefetch_64k_bps).c_str(),
+          g.batch_call ? "cuMemPrefetchBatchAsync" : "call per range (no batch call)",
+          gbs(g.prefetch_batch_bps).c_str(), gbs(g.pinned_copy_bps).c_str(), link);
+  fprintf(out,
+          "gpu-check: fault-driven migration %s GB/s (model: fault_migration_bps %.1f GB/s); one "
+          "fault %.1f us (model: fault_batch_latency_ns %.1f us per 2 MiB block)\n",
+          gbs(g.fault_bps).c_str(), model.fault_migration_bps / 1e9, g.fault_latency_ns / 1e3,
+          model.fault_batch_latency_ns / 1e3);
+  if (g.decode_alone_ms > 0) {
+    fprintf(out,
+            "gpu-check: a decode-like kernel reading 256 MiB takes %.3f ms alone and %.3f ms "
+            "beside prefetches on the backend's low-priority stream: %.2fx (the model charges "
+            "decode nothing for concurrent moves)\n",
+            g.decode_alone_ms, g.decode_beside_ms, g.decode_beside_ms / g.decode_alone_ms);
+  }
+  for (const std::string& why : g.skipped) fprintf(out, "gpu-check: not measured: %s\n", why.c_str());
+}
+
 }  // namespace
 
 int RunCalibrateBench(int argc, char** argv) {
@@ -190,6 +226,7 @@ int RunCalibrateBench(int argc, char** argv) {
   measured.push_back({"host_memory_bytes", &p.host_memory_bytes, phys, "physical memory"});
 
   std::string gpu_note = "--gpu off";
+  GpuFigures gpu_figures;
   if (a.gpu != "off") {
     GpuFigures g = MeasureGpu(a.gpu_bytes);
     gpu_note = g.note;
@@ -204,7 +241,15 @@ int RunCalibrateBench(int argc, char** argv) {
                           "median of 3 managed-memory prefetches of " +
                               FormatBytes(g.prefetch_bytes) + " host to " + g.device +
                               " (cuMemPrefetchAsync)"});
+      measured.push_back({"fault_migration_bps", &p.fault_migration_bps, g.fault_bps,
+                          "a kernel on " + g.device +
+                              " touching every 64 KiB of a 256 MiB host-resident managed "
+                              "buffer: bytes over the kernel's time"});
+      measured.push_back({"fault_batch_latency_ns", &p.fault_batch_latency_ns, g.fault_latency_ns,
+                          "median one-thread touch of a host-resident 2 MiB block on " +
+                              g.device + " less the same touch once resident (32 blocks)"});
     }
+    gpu_figures = g;
   }
 
   // The table goes to stderr when the profile itself goes to stdout.
@@ -223,10 +268,9 @@ int RunCalibrateBench(int argc, char** argv) {
     *m.slot = m.value;
     p.sources[m.field] = stamp + m.how;
   }
-  fprintf(report,
-          "GPU: %s\nother fields keep %s's values and sources (the fault_* fields need a kernel "
-          "faulting on the GPU; FLOP/s and engine figures are not measured here)\n",
-          gpu_note.c_str(), a.base.c_str());
+  fprintf(report, "GPU: %s\nother fields keep %s's values and sources (FLOP/s and the engine "
+          "figures are not measured here)\n", gpu_note.c_str(), a.base.c_str());
+  if (gpu_figures.measured) PrintGpuAnswers(report, gpu_figures, base.value());
   p.name = a.name.empty() ? host + "-calibrated" : a.name;
   p.description = "measured on " + host + " by kvtier-bench calibrate (" + Today() +
                   "); unmeasured fields from " + base.value().name + ": " +
