@@ -41,6 +41,7 @@ class SyntheticProcess {
   // pages along the regions.
   void Step(uint64_t k);
   const Counters& counters() const { return counters_; }
+  Counters& counters() { return counters_; }
   const std::vector<RegionPtr>& regions() const { return regions_; }
 
  private:

@@ -100,10 +100,16 @@ class TopTest : public ::testing::Test {
 
 TEST_F(TopTest, AProcessOnTwoGpusShowsAMeterForEach) {
   constexpr uint64_t kGiB = uint64_t{1} << 30;
+  Counters::Set(process_.counters().idle_seals, 2);  // and its CUDA disk tier's gate
+  Counters::Set(process_.counters().gate_stalls, 3);
+  Counters::Set(process_.counters().gate_stall_ns, 3'000'000);
   seg_->Publish(process_.counters(), process_.regions(),
                 {{0, 2 * kGiB, 4 * kGiB}, {1, 1 * kGiB, 4 * kGiB}});
   RunResult r = Top({"--once", "-d", "0"}, {"COLUMNS=120"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "SSD gate  2 idle seals   3 GPU submissions waited for spilled "
+                              "pages (avg 1"))
+      << r.out;
   int header = 0, detail = 0;
   for (const std::string& line : Lines(r.out)) {
     const bool gpu0 = Contains(line, "2.00 GiB / 4.00 GiB");

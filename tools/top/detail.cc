@@ -174,6 +174,13 @@ std::vector<Line> DetailLines(const Process& process, const Model& model, const 
   AddCount(&refaults, "refaults", s.refaults, false);
   AddCount(&refaults, "driver evictions", s.driver_evictions, false);
   lines.push_back(refaults);
+  if (s.gate_stalls + s.idle_seals > 0) {  // the CUDA disk tier's gate
+    Line gate = Labeled("SSD gate");
+    gate.Add(std::to_string(s.idle_seals) + " idle seals   " + std::to_string(s.gate_stalls) +
+             " GPU submissions waited for spilled pages (avg " +
+             Nanos(Average(s.gate_stall_ns, s.gate_stalls)) + ")");
+    lines.push_back(gate);
+  }
 
   Line errors = Labeled("Errors");
   AddCount(&errors, "spill", s.spill_errors, true);

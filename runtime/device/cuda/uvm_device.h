@@ -66,9 +66,11 @@
 // - Fork: the child's CUDA context is unusable; AfterForkInChild makes every
 //   operation fail and the destructor leave the parent's state alone.
 // Thread-safety: every public method may be called from any thread. One
-// mutex guards the region map, the resident lists and every residency
-// change; moves hold it across their stream wait (a page move, tens of
-// microseconds). DeviceEvents are called with no lock held.
+// mutex guards the region map, the resident lists, the gate's state and
+// every residency change; moves and discards hold it across their stream
+// wait (a page move, tens of microseconds); disk I/O never runs under it
+// (page_io_'s lock is taken with mu_ released). DeviceEvents are called
+// with no lock held.
 #pragma once
 
 #include <atomic>
