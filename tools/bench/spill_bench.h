@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/device/device.h"
 #include "runtime/status.h"
 #include "runtime/storage/env.h"
 
@@ -64,6 +65,10 @@ Result<std::unique_ptr<Target>> OpenStoreTarget(const Args& a, Env* env, bool sw
 // The store over FaultEnv with every fault kind at once; prints what was
 // injected and counted, and returns whether nothing was lost.
 bool RunFaultPhase(const Args& a, const uint8_t* src, uint8_t* dst);
+
+// Spills `pages` pages of `region` from one thread in groups of `group`
+// through Device::SpillPages, as the policy tick does; the first error.
+Status SpillInGroups(Device& device, Region& region, size_t pages, size_t group);
 
 // The simulated GPU's path: a sim region of --size spilled through
 // Device::Spill by --qd threads at once, restored by --qd engine threads

@@ -170,19 +170,7 @@ struct Rig {
   // Spills every page in groups, as the policy tick does; seconds.
   Result<double> SpillAll() {
     const double t0 = Now();
-    std::vector<PageRef> refs;
-    std::vector<Status> results;
-    for (size_t first = 0; first < pages; first += kSpillGroupPages) {
-      refs.clear();
-      for (size_t p = first; p < std::min(pages, first + kSpillGroupPages); ++p) {
-        refs.push_back({region.get(), static_cast<uint32_t>(p)});
-      }
-      results.assign(refs.size(), Status::Ok());
-      device->SpillPages(refs, results);
-      for (const Status& s : results) {
-        if (!s.ok()) return s;
-      }
-    }
+    if (Status s = SpillInGroups(*device, *region, pages, kSpillGroupPages); !s.ok()) return s;
     for (size_t p = 0; p < pages; ++p) {
       if (region->pages[p].tier.load() != Tier::kDisk) {
         return Status::Errorf("page %zu did not reach the disk tier", p);

@@ -73,19 +73,7 @@ struct Rig {
       if (Status s = device->Demote(*region, p); !s.ok()) return s;
     }
     double t0 = Now();
-    std::vector<PageRef> refs;
-    std::vector<Status> results;
-    for (size_t first = 0; first < pages; first += group) {
-      refs.clear();
-      for (size_t p = first; p < std::min(pages, first + group); ++p) {
-        refs.push_back({region.get(), static_cast<uint32_t>(p)});
-      }
-      results.assign(refs.size(), Status::Ok());
-      device->SpillPages(refs, results);
-      for (const Status& s : results) {
-        if (!s.ok()) return s;
-      }
-    }
+    if (Status s = SpillInGroups(*device, *region, pages, group); !s.ok()) return s;
     return Now() - t0;
   }
 
@@ -116,6 +104,23 @@ struct Rig {
 };
 
 }  // namespace
+
+Status SpillInGroups(Device& device, Region& region, size_t pages, size_t group) {
+  std::vector<PageRef> refs;
+  std::vector<Status> results;
+  for (size_t first = 0; first < pages; first += group) {
+    refs.clear();
+    for (size_t p = first; p < std::min(pages, first + group); ++p) {
+      refs.push_back({&region, static_cast<uint32_t>(p)});
+    }
+    results.assign(refs.size(), Status::Ok());
+    device.SpillPages(refs, results);
+    for (const Status& s : results) {
+      if (!s.ok()) return s;
+    }
+  }
+  return Status::Ok();
+}
 
 Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src, Target* raw) {
   DeviceResult out;

@@ -42,7 +42,9 @@ void UvmDevice::EndDiskIoLocked(UvmRegion& r) {
 }
 
 void UvmDevice::OnSubmitEnter() {
-  if (t_kvtier_thread || t_backend_depth > 0) return;
+  // A fork child's CUDA calls fail on their own; the parent's pages are not
+  // the child's to restore.
+  if (t_kvtier_thread || t_backend_depth > 0 || forked_.load(std::memory_order_relaxed)) return;
   ++t_submits;
   in_flight_.fetch_add(1, std::memory_order_seq_cst);
   last_submit_ns_.store(MonotonicNs(), std::memory_order_relaxed);
