@@ -150,7 +150,7 @@ UvmDevice::UvmDevice(UvmDeviceConfig config)
     : config_(std::move(config)),
       counters_(config_.counters ? *config_.counters : own_counters_),
       store_(config_.store),
-      scratch_(16, "CUDA backend"),
+      scratch_(32, "CUDA backend"),
       page_io_(config_.store) {
   for (DeviceState& state : devices_) {
     state.resident_list.prev = state.resident_list.next = &state.resident_list;

@@ -15,9 +15,9 @@
 namespace kvtier::cuda {
 namespace {
 
-// Pages a restore reads before it copies them into managed memory: their
-// buffers are then reused by the next chunk.
-constexpr size_t kRestoreChunk = 16;
+// Pages a restore reads at a time (each copied into managed memory as its
+// read completes): their buffers are then reused by the next chunk.
+constexpr size_t kRestoreChunk = 32;
 
 // Submissions this thread entered and has not yet left (an exit without an
 // enter, from a call that began before the watch started, is ignored).
@@ -319,26 +319,23 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
       targets.push_back({jobs[j].slot, jobs[j].checksum, jobs[j].buffer.data(), region.page_size});
       target_job.push_back(j);
     }
+    // The CPU's write of every byte undoes the discard; the page is on the
+    // host until the GPU faults it in or the policy promotes it. Each page
+    // is copied as its read completes, while the others are in flight.
     if (!targets.empty()) {
       page_io_.Read(targets, [&](size_t k, const Status& read) {
-        const Job& job = jobs[target_job[k]];
-        if (!read.ok()) {
-          StopOnLostPage(*store_, job.r->region->id, job.r->region->tag, job.page, read);
-        }
+        Job& job = jobs[target_job[k]];
+        const Region& region = *job.r->region;
+        if (!read.ok()) StopOnLostPage(*store_, region.id, region.tag, job.page, read);
+        memcpy(reinterpret_cast<void*>(region.PageAddr(job.page)), job.buffer.data(),
+               region.page_size);
+        scratch_.Return(std::move(job.buffer));
       });
     }
-    // The CPU's write of every byte undoes the discard; the page is on the
-    // host until the GPU faults it in or the policy promotes it.
     for (size_t j = from; j < to; ++j) {
-      Job& job = jobs[j];
-      const Region& region = *job.r->region;
-      auto* dst = reinterpret_cast<uint8_t*>(region.PageAddr(job.page));
-      if (job.slot == kZeroSlot) {
-        memset(dst, 0, region.page_size);
-      } else {
-        memcpy(dst, job.buffer.data(), region.page_size);
-        scratch_.Return(std::move(job.buffer));
-      }
+      if (jobs[j].slot != kZeroSlot) continue;
+      const Region& region = *jobs[j].r->region;
+      memset(reinterpret_cast<void*>(region.PageAddr(jobs[j].page)), 0, region.page_size);
     }
   }
   mu_.Lock();
