@@ -116,8 +116,9 @@ Runtime* StartHost(const Options& options) {
 Runtime* StartCuda(const Options& options) {
 #ifdef KVTIER_HAVE_CUDA
   Runtime::Parts parts;
-  parts.device = [&options](DeviceEvents* events, Counters* counters, SpillStore* store) {
-    return MakeCudaDevice(options, events, counters, store);
+  parts.device = [&options](DeviceEvents* events, Counters* counters,
+                            const Runtime::StoreOpener& open_store) {
+    return MakeCudaDevice(options, events, counters, open_store);
   };
   auto created = Runtime::Create(options, std::move(parts));
   if (!created.ok()) {

@@ -67,7 +67,12 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts p
   if (options.disk_budget == 0 && faults.value().any()) {
     Log(0, "KVTIER_DISK_FAULTS is ignored: there is no disk tier (KVTIER_DISK_BUDGET=0)");
   }
-  if (options.disk_budget > 0) {
+  // The disk tier, opened when the device asks for it: a CUDA backend that
+  // finds no GPU never touches KVTIER_DISK_DIR.
+  bool store_tried = false;
+  auto open_store = [&]() -> SpillStore* {
+    if (store_tried || options.disk_budget == 0) return rt->store_.get();
+    store_tried = true;
     SpillStoreConfig store_config;
     store_config.dir = options.disk_dir;
     store_config.budget_bytes = options.disk_budget;
@@ -94,16 +99,17 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts p
       Log(0, "no disk tier: KVTIER_DISK_DIR=%s: %s; pages stay in device and host memory",
           options.disk_dir.c_str(), store.status().message().c_str());
     }
-  }
+    return rt->store_.get();
+  };
   std::unique_ptr<Device> device;
   if (Status s = CheckStartStep(check, "device"); !s.ok()) return s;
   if (parts.device) {
-    auto made = parts.device(rt.get(), &rt->counters_, rt->store_.get());
+    auto made = parts.device(rt.get(), &rt->counters_, open_store);
     if (!made.ok()) return made.status();
     device = std::move(made).value();
   } else {
     SimDeviceConfig config;
-    config.store = rt->store_.get();
+    config.store = open_store();
     config.capacity_bytes = options.device_budget.For(0);
     config.fault_threads = static_cast<int>(options.sim_fault_threads);
     config.events = rt.get();

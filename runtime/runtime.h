@@ -53,10 +53,14 @@ class Runtime : public DeviceEvents {
   // library constructor calls it so a bad value stops the process at start).
   static const Options& ProcessOptions();
 
+  // Opens the disk tier on its first call (later calls return the same):
+  // null when KVTIER_DISK_BUDGET=0 or the store could not open (one
+  // warning). A device that has found its GPU calls it.
+  using StoreOpener = std::function<SpillStore*()>;
   // Makes the device backend; gets the runtime's event sink, counters and
-  // disk tier (null when KVTIER_DISK_BUDGET=0 or the store could not open).
+  // disk tier opener.
   using DeviceFactory = std::function<Result<std::unique_ptr<Device>>(
-      DeviceEvents* events, Counters* counters, SpillStore* store)>;
+      DeviceEvents* events, Counters* counters, const StoreOpener& open_store)>;
   // Makes the policy KVTIER_POLICY names; nullptr for a name it does not know.
   using PolicyFactory =
       std::function<std::unique_ptr<Policy>(std::string_view name, const PolicySettings& settings)>;

@@ -137,6 +137,30 @@ TEST(CudaDeviceStart, EveryDriverCallFailsInTurnWithOneLineAndNothingRetained) {
   }
 }
 
+TEST(CudaDeviceStart, TheDiskTierIsOpenedOnlyOnceAGpuAnswers) {
+  const cuda::DriverApi api = FakeApi();
+  const Options options = TestOptions();
+  Counters counters;
+  int opened = 0;
+  auto open_store = [&]() -> SpillStore* {
+    ++opened;
+    return nullptr;  // as with KVTIER_DISK_BUDGET=0
+  };
+  g = Fake{};
+  g.failing = "cuInit";  // no GPU: the process runs untiered, no spill file
+  EXPECT_FALSE(MakeCudaDeviceOn(api, options, nullptr, &counters, open_store).ok());
+  EXPECT_EQ(opened, 0);
+  g = Fake{};
+  g.managed = 0;  // a GPU kvtier cannot tier on: likewise
+  EXPECT_FALSE(MakeCudaDeviceOn(api, options, nullptr, &counters, open_store).ok());
+  EXPECT_EQ(opened, 0);
+  g = Fake{};
+  Result<std::unique_ptr<Device>> made = MakeCudaDeviceOn(api, options, nullptr, &counters, open_store);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  EXPECT_EQ(opened, 1);
+  EXPECT_FALSE(made.value()->has_disk_tier());
+}
+
 TEST(CudaDeviceStart, AGpuWithoutManagedMemoryOrWithTooLittleFreeIsRefused) {
   const cuda::DriverApi api = FakeApi();
   const Options options = TestOptions();

@@ -211,7 +211,8 @@ TEST_F(GpuBackend, DiskTierBringsEveryByteBackBeforeAKernelRuns) {
   options.page_size = kPage;
   options.tick_ms = 10;
   options.idle_ms = 1;
-  auto made = MakeCudaDevice(options, &events_, &counters_, store.value().get());
+  SpillStore* spill_store = store.value().get();
+  auto made = MakeCudaDevice(options, &events_, &counters_, [&] { return spill_store; });
   ASSERT_TRUE(made.ok()) << made.status().message();
   std::unique_ptr<cuda::UvmDevice> dev(dynamic_cast<cuda::UvmDevice*>(made.value().release()));
   if (!dev->has_disk_tier()) GTEST_SKIP() << "the driver has no cuMemDiscardBatchAsync (CUDA 13)";

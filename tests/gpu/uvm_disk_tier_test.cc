@@ -378,7 +378,8 @@ TEST_F(UvmDiskTierTest, ThroughTheRuntimeADormantRangeGoesToDiskAndWaitBringsItB
   Runtime::Parts parts;
   parts.start_threads = false;
   parts.device = [&](DeviceEvents* events, Counters* counters,
-                     SpillStore* store) -> Result<std::unique_ptr<Device>> {
+                     const Runtime::StoreOpener& open_store) -> Result<std::unique_ptr<Device>> {
+    SpillStore* store = open_store();
     EXPECT_NE(store, nullptr) << "KVTIER_DISK_BUDGET gives the backend a store";
     UvmDeviceConfig config;
     config.api = fake::Api();

@@ -35,7 +35,7 @@ TEST_F(RuntimeStartupTest, ADeviceThatCannotBeMadeFailsCreateAndPrintsNoSummary)
   Result<Options> options = MakeOptions({{"KVTIER_SHOW_STATS", "1"}});
   ASSERT_TRUE(options.ok()) << options.status().message();
   Runtime::DeviceFactory factory = [](DeviceEvents*, Counters*,
-                                      SpillStore*) -> Result<std::unique_ptr<Device>> {
+                                      const Runtime::StoreOpener&) -> Result<std::unique_ptr<Device>> {
     return Status::Errorf("injected: no device");
   };
   ::testing::internal::CaptureStderr();

@@ -322,7 +322,7 @@ TEST_F(SimDiskTest, APolicyTickSpillsItsPagesAsOneGroup) {
   // runtime's counters (the disk budget it checks allocations against).
   SpillStore* store = nullptr;
   auto factory = [&](DeviceEvents* events, Counters* counters,
-                     SpillStore*) -> Result<std::unique_ptr<Device>> {
+                     const Runtime::StoreOpener&) -> Result<std::unique_ptr<Device>> {
     Result<std::unique_ptr<SpillStore>> made_store =
         SpillStore::Create(storage_test::SmallConfig(dir_.path(), 64, kPage), &env_, counters);
     if (!made_store.ok()) return made_store.status();

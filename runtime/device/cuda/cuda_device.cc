@@ -18,15 +18,15 @@
 namespace kvtier {
 
 Result<std::unique_ptr<Device>> MakeCudaDevice(const Options& options, DeviceEvents* events,
-                                               Counters* counters, SpillStore* store) {
+                                               Counters* counters, const StoreOpener& open_store) {
   Result<cuda::DriverApi> loaded = cuda::DriverApi::Load();
   if (!loaded.ok()) return loaded.status();
-  return MakeCudaDeviceOn(loaded.value(), options, events, counters, store);
+  return MakeCudaDeviceOn(loaded.value(), options, events, counters, open_store);
 }
 
 Result<std::unique_ptr<Device>> MakeCudaDeviceOn(const cuda::DriverApi& api, const Options& options,
                                                  DeviceEvents* events, Counters* counters,
-                                                 SpillStore* store) {
+                                                 const StoreOpener& open_store) {
   CUresult r = api.cuInit(0);
   if (r != CUDA_SUCCESS) {
     return Status::Errorf("no usable GPU: cuInit failed with %s", api.ErrorName(r));
@@ -70,7 +70,7 @@ Result<std::unique_ptr<Device>> MakeCudaDeviceOn(const cuda::DriverApi& api, con
   config.events = events;
   config.counters = counters;
   config.maintenance_ms = static_cast<int>(std::clamp<int64_t>(options.tick_ms, 5, 100));
-  config.store = store;
+  config.store = open_store ? open_store() : nullptr;
   config.idle_ns = static_cast<uint64_t>(options.idle_ms) * 1'000'000;
   auto made = cuda::UvmDevice::Create(std::move(config));
   if (!made.ok()) {

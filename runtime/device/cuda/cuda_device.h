@@ -3,6 +3,7 @@
 // through dlopen, so libkvtier.so loads on machines without them).
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "runtime/counters.h"
@@ -19,9 +20,13 @@ class SpillStore;
 // to oversubscribe a card: each GPU's budget is its KVTIER_DEVICE_BUDGET, or
 // 90% of the memory it has free at first use when that is 0, and never more
 // than what is free.
-// `store` is the disk tier (null: none); it must outlive the device.
+// `open_store` opens the disk tier (null: none; the store must outlive the
+// device); it is called once a GPU has answered, so a machine without one
+// never creates a spill file.
+using StoreOpener = std::function<SpillStore*()>;
 Result<std::unique_ptr<Device>> MakeCudaDevice(const Options& options, DeviceEvents* events,
-                                               Counters* counters, SpillStore* store = nullptr);
+                                               Counters* counters,
+                                               const StoreOpener& open_store = nullptr);
 
 namespace cuda {
 struct DriverApi;
@@ -30,6 +35,6 @@ struct DriverApi;
 // releases whatever it retained.
 Result<std::unique_ptr<Device>> MakeCudaDeviceOn(const cuda::DriverApi& api, const Options& options,
                                                  DeviceEvents* events, Counters* counters,
-                                                 SpillStore* store = nullptr);
+                                                 const StoreOpener& open_store = nullptr);
 
 }  // namespace kvtier
