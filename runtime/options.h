@@ -69,7 +69,8 @@ Result<bool> ParseBool(std::string_view text);
 Result<std::vector<std::string>> ParseList(std::string_view text);
 // "SIZE" or "ORDINAL:SIZE,ORDINAL:SIZE..." (ordinals 0..63, each once).
 Result<DeviceSizes> ParseDeviceSizes(std::string_view text);
-// The text ParseDeviceSizes reads back ("0" when automatic everywhere).
+// For people, as KVTIER_VERBOSE=1 prints sizes: "40 GiB", "0:40 GiB,1:20 GiB",
+// "0" when automatic everywhere.
 std::string FormatDeviceSizes(const DeviceSizes& sizes);
 // Fails on the first KVTIER_* entry of envp that names no option, suggesting
 // the closest name (a typo such as KVTIER_PAGESIZE must not pass silently).
