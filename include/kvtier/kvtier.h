@@ -34,7 +34,9 @@ extern "C" {
 
 /* Applies `kind` to every page overlapping [ptr, ptr+len).
  * Returns 0; -EINVAL for an unknown kind; -ENOENT when ptr is not inside a
- * kvtier region; -ENODEV when kvtier is not active in this process. */
+ * kvtier region; -ENODEV when kvtier is not active in this process; -EIO
+ * when waking a dormant range had to restore it and could not (the pages
+ * are where they were). */
 int kvtier_hint(const void* ptr, size_t len, int kind);
 
 /* Wakes [ptr, ptr+len) (as KVTIER_HINT_WILL_NEED) and returns once none of
