@@ -10,7 +10,9 @@ namespace {
 
 constexpr uint32_t kWakeTicks = 50;     // re-check predictions this often when idle
 constexpr uint32_t kRerankTicks = 100;  // re-rank untrusted groups this often
-constexpr uint32_t kPopulateAhead = 32;  // blocks after a written one populated too
+// Blocks populated ahead under pressure take at most 1/kAheadShare of the
+// device budget (in all layers).
+constexpr uint64_t kAheadShare = 64;
 constexpr size_t kMaxUnclaimed = size_t{1} << 20;  // populated blocks kept for reclaim
 // A group larger than 1/kWholeGroupShare of the device budget is neither
 // brought back whole nor prefetched: it would push out the groups in use.
@@ -77,6 +79,21 @@ bool PredictivePolicy::MarkerPage(GroupId g, Region** region, uint32_t* page) {
   return true;
 }
 
+bool PredictivePolicy::ArmMarker(Plan& plan, GroupId g) {
+  Region* r;
+  uint32_t page;
+  if (!MarkerPage(g, &r, &page) || TierOf(*r, page) != Tier::kDevice || !Movable(r->pages[page])) {
+    return true;
+  }
+  // One page: it goes even past the host budget (a full host must not keep
+  // the policy from learning what is idle).
+  if (plan.demand_down_left < r->page_size) return false;
+  // First in the mover's order: a probe's window starts now.
+  PlanDemotion(plan, *r, page, MoveClass::kDemand);
+  groups_.SetMarker(g, PageKey(r->id, page));
+  return true;
+}
+
 void PredictivePolicy::Probe(Plan& plan) {
   const uint32_t now = plan.now;
   const TierUsage& dev = plan.view.device();
@@ -94,20 +111,12 @@ void PredictivePolicy::Probe(Plan& plan) {
     }
     if (!pressure) break;  // probe later, if memory gets tight
     if (now - tick >= options_.idle_ticks) {  // idle long enough: no probe needed
+      if (!ArmMarker(plan, g)) return;
       Rank(g, Where::kDevice, now);
       recent_.pop_front();
       continue;
     }
-    Region* r;
-    uint32_t page;
-    if (MarkerPage(g, &r, &page) && TierOf(*r, page) == Tier::kDevice && Movable(r->pages[page])) {
-      // One page: it goes even past the host budget (a full host must not
-      // keep the policy from learning what is idle).
-      if (plan.demand_down_left < r->page_size) return;
-      // First in the mover's order: the probe's window starts now.
-      PlanDemotion(plan, *r, page, MoveClass::kDemand);
-      groups_.SetMarker(g, PageKey(r->id, page));
-    }
+    if (!ArmMarker(plan, g)) return;
     place_[g].probed = now;
     probes_.emplace_back(now + options_.probe_ticks, g);
     recent_.pop_front();
@@ -243,9 +252,10 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
   // The tick's evidence, as slots (one block in every layer). A first touch
   // in one layer means the others' pages of the block come next: populating
   // them on the device ahead saves their population faults.
-  SlotBatch faulted, written;
-  written.populate = true;
-  const bool populate_ahead = view.device().budget == 0 || view.device().used < view.device().low;
+  SlotBatch faulted, written, ahead;
+  written.populate = Populate::kWritten;
+  ahead.populate = Populate::kAhead;
+  const bool below_low = view.device().budget == 0 || view.device().used < view.device().low;
   std::vector<uint64_t> evicted;
   for (const Signal1& s : signals_) {
     Region* r = index_.Find(s.region);
@@ -258,19 +268,33 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
         groups_.OnEvidence(first, s.page, s.from == Tier::kUntouched);
         if (s.from == Tier::kHost || s.from == Tier::kDisk) faulted.slots.push_back(slot);
         if (s.from == Tier::kUntouched) {
-          // And, while the device is below its low watermark, the next few
-          // blocks: an allocator hands out a fresh pool in order, so they are
-          // the ones written next. Under pressure the room is worth more
-          // than their population faults. The engine writes a populated
-          // block without a fault, so no group may ever claim it: unclaimed_
-          // keeps them for reclaim (see DemoteUnclaimed).
-          const uint32_t ahead_blocks = populate_ahead ? kPopulateAhead : 0;
-          for (uint32_t d = 0; d <= ahead_blocks && s.page + d < r->pages.size(); ++d) {
-            const uint64_t ahead = PageKey(first.id, s.page + d);
-            written.slots.push_back(ahead);
-            if (d > 0 && groups_.GroupOf(ahead) == kNoGroup &&
-                TierOf(first, s.page + d) == Tier::kUntouched) {
-              unclaimed_.push_back(ahead);
+          written.slots.push_back(slot);
+          // And the blocks of the next populate_ahead_bytes: an allocator
+          // hands out a fresh pool in order, so they are the ones written
+          // next, by this request or the next (a few pages of room, against
+          // a population fault in every layer of every request). The engine
+          // writes a populated block without a fault, so no group may ever
+          // claim it: unclaimed_ keeps them for reclaim (DemoteUnclaimed).
+          uint32_t& front = written_front_[first.id];
+          front = std::max(front, s.page + 1);
+          // Under pressure, at most 1/kAheadShare of the device in all.
+          uint64_t ahead_bytes = options_.populate_ahead_bytes;
+          if (!below_low) {
+            const uint64_t layer_count = std::max<size_t>(1, layers.size());
+            ahead_bytes = std::min(ahead_bytes, device_budget_ / kAheadShare / layer_count);
+          }
+          const uint32_t ahead_blocks = static_cast<uint32_t>(ahead_bytes / first.page_size);
+          // Each block is queued for reclaim once (a prefill's first touches
+          // overlap in what they populate ahead).
+          uint32_t& queued_to = ahead_front_[first.id];
+          for (uint32_t d = 1; d <= ahead_blocks && s.page + d < r->pages.size(); ++d) {
+            const uint32_t page = s.page + d;
+            const uint64_t next = PageKey(first.id, page);
+            ahead.slots.push_back(next);
+            if (page >= queued_to && groups_.GroupOf(next) == kNoGroup &&
+                TierOf(first, page) == Tier::kUntouched) {
+              unclaimed_.push_back(next);
+              queued_to = page + 1;
             }
           }
           if (unclaimed_.size() > kMaxUnclaimed) unclaimed_.pop_front();
@@ -296,7 +320,8 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
     }
   }
   signals_.clear();
-  for (SlotBatch* b : {&faulted, &written}) {
+  // The blocks written come in every layer before the blocks ahead.
+  for (SlotBatch* b : {&faulted, &written, &ahead}) {
     if (b->slots.empty()) continue;
     std::sort(b->slots.begin(), b->slots.end());
     b->slots.erase(std::unique(b->slots.begin(), b->slots.end()), b->slots.end());

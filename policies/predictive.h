@@ -10,15 +10,19 @@
 //     come first. A group that visits while off the device comes back whole
 //     once its visit is weighed (the episode's close), unless it is larger
 //     than half the device: moving that whole would push out the groups in
-//     use, so its faults bring back what its kernels read. A block first touched
-//     in one layer is populated in the others (no copy), into free room
-//     below the high watermark only, and while the device is below its low
-//     watermark so are the next few blocks (a fresh pool is handed out in
-//     order): that saves their population faults. The
-//     engine writes a block populated ahead without a fault, so no group may
-//     ever claim it: under pressure such unclaimed blocks are the first
-//     victims, oldest first; a session that wrote one faults it when it next
-//     reads it, and so claims it.
+//     use, so its faults bring back what its kernels read. A block first
+//     touched in one layer is populated in the others (no copy), into any
+//     free frame (the engine is writing it). So are the blocks of the next
+//     2 MiB of every layer (a fresh pool is handed out in order; under
+//     pressure, at most 1/64 of the device in all), but into free room
+//     below the high watermark only: that saves the population faults of
+//     the request's next blocks and the next request's. Neither takes a
+//     victim. The engine writes a block populated ahead without a fault,
+//     so no group may ever claim it. Under pressure the unclaimed blocks
+//     behind the latest first touch (handed out) are the first victims,
+//     oldest first; those ahead of it (about to be written) go only when no
+//     group is idle. A session that wrote one faults it when it next reads
+//     it, and so claims it.
 //  2. Prediction (KVTIER_PREDICT). Off-device groups whose return is trusted
 //     (and that are no larger than half the device)
 //     come back ahead of it (kPrefetch), soonest first: into free room below
@@ -70,6 +74,7 @@
 #include <cstdint>
 #include <deque>
 #include <set>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -86,6 +91,9 @@ struct PredictiveOptions {
   uint32_t probe_ticks = 10;    // a probe that does not fault this long: idle (100 ms)
   uint32_t idle_ticks = 3000;   // no evidence this long: idle without a probe (30 s)
   uint32_t desperate_ticks = 50;  // a fault's victim of last resort: no evidence this long (500 ms)
+  // Bytes of each layer after a first-touched block populated too: one
+  // 2 MiB VA block (32 blocks of 64 KiB, or one page of 2 MiB).
+  uint64_t populate_ahead_bytes = uint64_t{2} << 20;
 };
 
 class PredictivePolicy : public Policy {
@@ -158,6 +166,10 @@ class PredictivePolicy : public Policy {
   // The page a probe demotes: the group's latest slot's in its first
   // region, a block the engine reads whenever it reads the group.
   bool MarkerPage(GroupId g, Region** region, uint32_t* page);
+  // Demotes g's marker page, if it is on the device, so that the group's
+  // next use faults it (tens of microseconds) and is seen: accesses to
+  // resident pages are not. False when the tick has no budget left for it.
+  bool ArmMarker(Plan& plan, GroupId g);
   void Probe(Plan& plan);
   // The victim among `trusted` and `lru` (see top), or kNoGroup. A prefetch
   // (for_prefetch) takes only a victim returning after `due`, or an
@@ -171,12 +183,19 @@ class PredictivePolicy : public Policy {
   // layer-major, advancing the cursor; fn returns false to stop there.
   template <typename Fn>
   bool Walk(GroupId g, Fn&& fn);
-  // `populate`: a never-touched page too (placed on the device, no copy).
-  Step PromotePage(Plan& plan, const Region& r, uint32_t page, MoveClass why, bool populate);
+  // A never-touched page: kNo leaves it; kWritten places it on the device
+  // (no copy) into any free frame (the engine is writing it: its fault
+  // would take one too); kAhead only below the high watermark (a block
+  // ahead saves a population fault if the engine gets to it). Neither
+  // takes a victim.
+  enum class Populate : uint8_t { kNo, kAhead, kWritten };
+  Step PromotePage(Plan& plan, const Region& r, uint32_t page, MoveClass why, Populate populate);
   bool DemoteOne(Plan& plan, MoveClass why);
   // Demotes one device page of the oldest block populated ahead that no
-  // group claimed; false when there is none (or no budget).
-  bool DemoteUnclaimed(Plan& plan, MoveClass why);
+  // group claimed; false when there is none (or no budget). Only a block
+  // the engine has handed out (one before its latest first touch) unless
+  // `unwritten_too`: one ahead of it is room the engine is about to write.
+  bool DemoteUnclaimed(Plan& plan, MoveClass why, bool unwritten_too);
   void PlanDemotion(Plan& plan, const Region& r, uint32_t page, MoveClass why);
   Step PromoteGroup(Plan& plan, GroupId g, MoveClass why, bool leave_marker);
   bool CanDemote(const Plan& plan, uint64_t bytes) const;
@@ -205,7 +224,7 @@ class PredictivePolicy : public Policy {
     std::vector<uint64_t> slots;
     uint32_t layer = 0;
     size_t i = 0;
-    bool populate = false;  // first touches: never-touched pages go too
+    Populate populate = Populate::kNo;  // first touches: never-touched pages go too
   };
   std::deque<SlotBatch> demand_slots_;
   std::deque<GroupId> demand_, prefetch_;
@@ -216,6 +235,11 @@ class PredictivePolicy : public Policy {
   // the front one's reclaim is at.
   std::deque<uint64_t> unclaimed_;
   uint32_t unclaimed_layer_ = 0;
+  // Per first-layer region, one past the latest block first touched: the
+  // allocator's front, behind which a block populated ahead was handed out.
+  std::unordered_map<RegionId, uint32_t> written_front_;
+  // Per first-layer region, one past the latest block queued in unclaimed_.
+  std::unordered_map<RegionId, uint32_t> ahead_front_;
   // Pages the device evicted itself, oldest first: spill candidates when no
   // off-device group has host pages left (their groups may still be in use).
   std::deque<uint64_t> evicted_pages_;

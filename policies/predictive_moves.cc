@@ -17,9 +17,13 @@ bool PredictivePolicy::CanDemote(const Plan& plan, uint64_t bytes) const {
   return plan.demand || host.budget == 0 || plan.host_used + bytes <= host.budget;
 }
 
-bool PredictivePolicy::DemoteUnclaimed(Plan& plan, MoveClass why) {
+bool PredictivePolicy::DemoteUnclaimed(Plan& plan, MoveClass why, bool unwritten_too) {
   while (!unclaimed_.empty()) {
     const uint64_t slot = unclaimed_.front();
+    if (!unwritten_too) {
+      const auto front = written_front_.find(KeyRegion(slot));
+      if (front == written_front_.end() || KeyPage(slot) >= front->second) return false;
+    }
     Region* head = groups_.GroupOf(slot) == kNoGroup ? index_.Find(KeyRegion(slot)) : nullptr;
     const std::vector<Region*>* layers = head ? &index_.Siblings(head->size) : nullptr;
     const uint32_t page = KeyPage(slot);
@@ -40,7 +44,7 @@ bool PredictivePolicy::DemoteUnclaimed(Plan& plan, MoveClass why) {
 }
 
 bool PredictivePolicy::DemoteOne(Plan& plan, MoveClass why) {
-  if (!plan.prefetching && evicting_ == kNoGroup && DemoteUnclaimed(plan, why)) return true;
+  if (!plan.prefetching && evicting_ == kNoGroup && DemoteUnclaimed(plan, why, false)) return true;
   for (;;) {
     if (evicting_ != kNoGroup && groups_.Alive(evicting_)) {
       bool demoted = false, blocked = false;
@@ -73,7 +77,7 @@ bool PredictivePolicy::DemoteOne(Plan& plan, MoveClass why) {
     }
     evicting_ = PickVictim(dev_trusted_, dev_lru_, plan.now, plan.prefetching, plan.due, false,
                            plan.desperate);
-    if (evicting_ == kNoGroup) return false;
+    if (evicting_ == kNoGroup) return !plan.prefetching && DemoteUnclaimed(plan, why, true);
     // A group walked through once this tick without a page to give (all on
     // their way, or pinned) is not picked again until the next.
     if (std::find(plan.walked.begin(), plan.walked.end(), evicting_) != plan.walked.end()) {
@@ -97,16 +101,22 @@ void PredictivePolicy::PlanDemotion(Plan& plan, const Region& r, uint32_t page, 
 }
 
 PredictivePolicy::Step PredictivePolicy::PromotePage(Plan& plan, const Region& r, uint32_t page,
-                                                     MoveClass why, bool populate) {
+                                                     MoveClass why, Populate populate) {
   const PageRecord& rec = r.pages[page];
   const Tier tier = TierOf(r, page);
-  if (tier == Tier::kDevice || (tier == Tier::kUntouched && !populate) || !Movable(rec)) {
+  if (tier == Tier::kDevice || (tier == Tier::kUntouched && populate == Populate::kNo) ||
+      !Movable(rec)) {
     return Step::kDone;
   }
   const uint64_t b = r.page_size;
   const TierUsage& dev = plan.view.device();
-  // Populating ahead only saves a population fault: free room only.
-  if (tier == Tier::kUntouched && dev.budget && plan.dev_used + b > dev.high) return Step::kDone;
+  if (tier == Tier::kUntouched && dev.budget) {
+    // A population takes free room, never a victim: a block ahead only
+    // below the high watermark (it saves a fault if the engine gets to it),
+    // a block being written any free frame (its fault would take one).
+    const uint64_t limit = populate == Populate::kAhead ? dev.high : dev.budget;
+    if (plan.dev_used + b > limit) return Step::kDone;
+  }
   plan.demand = why == MoveClass::kDemand;
   if ((plan.demand ? plan.demand_up_left : plan.up_left) < b) return Step::kNoBudget;
   // A page leaving the host gives its room there to its victim.
@@ -115,7 +125,7 @@ PredictivePolicy::Step PredictivePolicy::PromotePage(Plan& plan, const Region& r
   if (dev.budget) {
     // Past the high watermark a victim goes with this promotion, just before
     // it (kRoom), so the mover never carries out one without the other.
-    while (plan.dev_used + b > dev.high) {
+    while (tier != Tier::kUntouched && plan.dev_used + b > dev.high) {
       if (!DemoteOne(plan, MoveClass::kRoom)) {
         // A free frame past the watermark is for the engine's demand (then
         // demote later), not for a prefetch.
@@ -141,7 +151,7 @@ PredictivePolicy::Step PredictivePolicy::PromoteGroup(Plan& plan, GroupId id, Mo
   Step step = Step::kDone;
   Walk(id, [&](const Region& r, uint32_t page, bool first) {
     if (leave_marker && first) return true;
-    step = PromotePage(plan, r, page, why, false);
+    step = PromotePage(plan, r, page, why, Populate::kNo);
     return step == Step::kDone;
   });
   return step;
@@ -159,7 +169,8 @@ void PredictivePolicy::Demand(Plan& plan) {
     const uint64_t key = hinted_.front();
     Region* r = index_.Find(KeyRegion(key));
     if (r && KeyPage(key) < r->pages.size() &&
-        PromotePage(plan, *r, KeyPage(key), MoveClass::kDemand, false) == Step::kNoBudget) {
+        PromotePage(plan, *r, KeyPage(key), MoveClass::kDemand, Populate::kNo) ==
+            Step::kNoBudget) {
       return;
     }
     hinted_.pop_front();

@@ -17,6 +17,13 @@ namespace {
 using testing::MovesTo;
 using testing::PolicyBed;
 
+// The next 32 blocks populated after a first touch, as with 64 KiB pages.
+PredictiveOptions ThirtyTwoAhead() {
+  PredictiveOptions o;
+  o.populate_ahead_bytes = 32 * testing::kTestPage;
+  return o;
+}
+
 // Ticks `bed` at `t` (the episode opens) and a few ticks later (it closes).
 Decisions TickAt(PolicyBed& bed, Policy& p, uint32_t t, uint64_t device, uint64_t host = 1000) {
   bed.Advance(t - bed.now());
@@ -59,13 +66,17 @@ TEST(PredictivePolicy, ABlockWrittenInOneLayerIsPopulatedInTheOthers) {
   EXPECT_EQ(bed.region(2).pages[1].tier.load(), Tier::kDevice);
   EXPECT_EQ(bed.region(3).pages[1].tier.load(), Tier::kDevice);
   EXPECT_EQ(bed.region(2).pages[0].tier.load(), Tier::kUntouched);
-  // No room below the high watermark: no population.
-  PolicyBed full;
-  for (int l = 0; l < 3; ++l) full.AddRegion("DDDU");
+  // Past the high watermark (10 on 11), a free frame still takes it (the
+  // engine's fault would), and nothing leaves the device for it; the next
+  // layer finds the device full and faults.
+  PolicyBed tight;
+  for (int l = 0; l < 3; ++l) tight.AddRegion("DDDU");
   PredictivePolicy p2;
-  full.Fault(p2, 1, 3);
-  full.Tick(p2, 10);
-  EXPECT_EQ(full.region(2).pages[3].tier.load(), Tier::kUntouched);
+  tight.Fault(p2, 1, 3);
+  Decisions d = tight.Tick(p2, 11);
+  EXPECT_EQ(tight.region(2).pages[3].tier.load(), Tier::kDevice);
+  EXPECT_EQ(tight.region(3).pages[3].tier.load(), Tier::kUntouched);
+  EXPECT_TRUE(MovesTo(d, Tier::kHost).empty());
 }
 
 class PredictivePolicyBothWays : public ::testing::TestWithParam<bool> {};
@@ -99,6 +110,37 @@ INSTANTIATE_TEST_SUITE_P(Predict, PredictivePolicyBothWays, ::testing::Bool(),
                            return i.param ? "On" : "Off";
                          });
 
+TEST(PredictivePolicy, AGroupIdleByItsAgeLeavesAMarkerSoThatItsNextUseIsSeen) {
+  PolicyBed bed;
+  bed.AddRegion(std::string(8, 'U'));
+  PredictivePolicy policy;
+  FaultPages(bed, policy, 1, {0, 1, 2, 3});  // A
+  TickAt(bed, policy, 1, 100);
+  FaultPages(bed, policy, 1, {4, 5, 6, 7});  // B, later
+  TickAt(bed, policy, 1'000, 100);
+  // Under pressure (8 on 10 pages), both idle by age alone: each leaves one
+  // page off the device.
+  TickAt(bed, policy, 5'000, 10);
+  std::vector<uint32_t> off;
+  for (uint32_t p = 0; p < 8; ++p) {
+    if (bed.region(1).pages[p].tier.load() != Tier::kDevice) off.push_back(p);
+  }
+  ASSERT_EQ(off.size(), 2u);
+  ASSERT_LT(off[0], 4u);
+  ASSERT_GE(off[1], 4u);
+  // A is read again. Its resident pages do not fault; its marker does.
+  bed.Advance(10);
+  for (uint32_t p = 0; p < 4; ++p) {
+    if (bed.region(1).pages[p].tier.load() != Tier::kDevice) bed.Fault(policy, 1, p);
+  }
+  // Tighter (7 on 6 pages): B, not A, is the victim.
+  TickAt(bed, policy, bed.now() + 10, 6);
+  for (uint32_t p = 0; p < 4; ++p) {
+    EXPECT_EQ(bed.region(1).pages[p].tier.load(), Tier::kDevice) << "A's page " << p;
+  }
+  EXPECT_LE(bed.Count(Tier::kDevice), 5u);
+}
+
 TEST(PredictivePolicy, AGroupThatLostAPageToTheDevicesEvictionGoesWhole) {
   PolicyBed bed;
   bed.AddRegion(std::string(8, 'U'));
@@ -109,16 +151,20 @@ TEST(PredictivePolicy, AGroupThatLostAPageToTheDevicesEvictionGoesWhole) {
   TickAt(bed, policy, 1'000, 100);
   // The device, full at a fault, evicted one of B's pages itself: B is the
   // victim the policy was too slow to pick. The demotions that follow (7 on
-  // 7 pages: over the high watermark) take the rest of B, not A.
+  // 6 pages: over the high watermark) take the rest of B, not A. A, idle,
+  // gives only its marker (its latest block, 3), so that its next use is
+  // seen.
   bed.Advance(5'000 - bed.now());
   Evict(bed, policy, 1, {5});
-  Decisions d = TickAt(bed, policy, bed.now(), 7);
-  std::vector<std::string> down = MovesTo(d, Tier::kHost);
-  ASSERT_FALSE(down.empty());
-  for (const std::string& m : down) {
+  Decisions d = TickAt(bed, policy, bed.now(), 6);
+  size_t of_b = 0;
+  for (const std::string& m : MovesTo(d, Tier::kHost)) {
     const int page = std::stoi(m.substr(2));
-    EXPECT_GE(page, 4) << m << ": A went instead of the rest of B";
+    EXPECT_TRUE(page >= 3) << m << ": A went instead of the rest of B";
+    of_b += page >= 4;
   }
+  EXPECT_GE(of_b, 1u);
+  for (uint32_t p = 0; p < 3; ++p) EXPECT_EQ(bed.region(1).pages[p].tier.load(), Tier::kDevice);
 }
 
 // One session of eight blocks in two layers (regions 1 and 2) goes off the
@@ -160,21 +206,78 @@ TEST(PredictivePolicy, AGroupLargerThanHalfTheDeviceComesBackAsItFaults) {
   EXPECT_EQ(bed.region(2).pages[7].tier.load(), Tier::kHost);
 }
 
-TEST(PredictivePolicy, BlocksPopulatedAheadThatNoGroupClaimedGoFirst) {
+// The pages of region 1 that `d` demoted.
+std::vector<uint32_t> PagesDown(const Decisions& d) {
+  std::vector<uint32_t> pages;
+  for (const std::string& m : MovesTo(d, Tier::kHost)) {
+    if (m.rfind("1:", 0) == 0) pages.push_back(static_cast<uint32_t>(std::stoul(m.substr(2))));
+  }
+  return pages;
+}
+
+TEST(PredictivePolicy, BlocksPopulatedAheadThatTheEngineHandedOutGoFirst) {
   PolicyBed bed;
-  bed.AddRegion(std::string(40, 'U'));
-  PredictivePolicy policy;
+  bed.AddRegion(std::string(80, 'U'));
+  PredictivePolicy policy(ThirtyTwoAhead());
   bed.Fault(policy, 1, 0);  // a first touch, the device nearly empty: the next blocks too
   TickAt(bed, policy, 1, 100);
   ASSERT_EQ(bed.region(1).pages[5].tier.load(), Tier::kDevice) << "populated ahead";
   ASSERT_EQ(bed.Count(Tier::kDevice), 33u);
-  // The engine never wrote them with a fault, so no group owns them; under
-  // pressure (33 on 30 pages) they leave before any group's page.
+  // The engine wrote 1..32 without a fault and moved on: 33 is first
+  // touched, and 34..65 are populated in turn.
+  bed.Fault(policy, 1, 33);
+  TickAt(bed, policy, 10, 100);
+  ASSERT_EQ(bed.Count(Tier::kDevice), 66u);
+  // Under pressure (66 on 43 pages: down to 32), long after: the blocks
+  // handed out, that no group claimed, leave first, then the idle groups'
+  // pages; the blocks the engine has not reached yet stay, as the room it
+  // is about to write.
   bed.Advance(5'000 - bed.now());
-  Decisions d = TickAt(bed, policy, bed.now(), 30);
-  std::vector<std::string> down = MovesTo(d, Tier::kHost);
-  ASSERT_GE(down.size(), 3u);
-  for (const std::string& m : down) EXPECT_NE(m, "1:0") << "the written block went first";
+  Decisions d = TickAt(bed, policy, bed.now(), 43);
+  std::vector<uint32_t> down = PagesDown(d);
+  ASSERT_GE(down.size(), 34u);
+  for (size_t i = 0; i < 32; ++i) {
+    EXPECT_TRUE(down[i] >= 1 && down[i] <= 32) << "page " << down[i] << " went " << i + 1 << "th";
+  }
+  EXPECT_EQ(bed.region(1).pages[0].tier.load(), Tier::kHost);
+  EXPECT_EQ(bed.region(1).pages[33].tier.load(), Tier::kHost);
+  for (uint32_t p = 34; p < 66; ++p) {
+    EXPECT_EQ(bed.region(1).pages[p].tier.load(), Tier::kDevice) << "page " << p;
+  }
+}
+
+TEST(PredictivePolicy, UnderPressureAFirstTouchStillPopulatesTheNextBlocks) {
+  // The device between its watermarks: every request's new blocks would
+  // otherwise wait for a population fault in every layer.
+  PolicyBed bed;
+  for (int l = 0; l < 2; ++l) bed.AddRegion(std::string(60, 'D') + std::string(60, 'U'));
+  PredictivePolicy policy(ThirtyTwoAhead());
+  bed.Fault(policy, 1, 60);
+  // 121 on 150: above the low watermark (112), 14 pages below the high one.
+  TickAt(bed, policy, 1, 150);
+  // The written block in every layer, then the block ahead: under pressure
+  // the blocks ahead take at most 1/64 of the device (2 pages of 150).
+  EXPECT_EQ(bed.region(2).pages[60].tier.load(), Tier::kDevice) << "the other layer's block";
+  EXPECT_EQ(bed.region(1).pages[61].tier.load(), Tier::kDevice) << "the next block";
+  EXPECT_EQ(bed.region(2).pages[61].tier.load(), Tier::kDevice);
+  EXPECT_EQ(bed.Count(Tier::kDevice), 124u);
+}
+
+TEST(PredictivePolicy, BlocksNotReachedYetGoWhenNoGroupIsIdle) {
+  PolicyBed bed;
+  bed.AddRegion(std::string(40, 'U'));
+  PredictivePolicy policy(ThirtyTwoAhead());
+  bed.Fault(policy, 1, 0);
+  TickAt(bed, policy, 1, 100);
+  ASSERT_EQ(bed.Count(Tier::kDevice), 33u);
+  // The group of block 0 is in use (its evidence is fresh) and the device
+  // is over its high watermark: the room populated ahead is given back
+  // rather than none.
+  bed.Advance(1);
+  Decisions d = bed.Tick(policy, 30);
+  std::vector<uint32_t> down = PagesDown(d);
+  ASSERT_FALSE(down.empty());
+  for (uint32_t p : down) EXPECT_GT(p, 0u) << "the written block went first";
   EXPECT_EQ(bed.region(1).pages[0].tier.load(), Tier::kDevice);
 }
 
