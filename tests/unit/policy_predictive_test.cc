@@ -110,14 +110,20 @@ INSTANTIATE_TEST_SUITE_P(Predict, PredictivePolicyBothWays, ::testing::Bool(),
                            return i.param ? "On" : "Off";
                          });
 
+// Session A writes blocks 0..3 of one region at tick 1, session B 4..7 at
+// tick 1,000: A is the older.
+void WriteTwoSessions(PolicyBed& bed, Policy& policy) {
+  bed.AddRegion(std::string(8, 'U'));
+  FaultPages(bed, policy, 1, {0, 1, 2, 3});
+  TickAt(bed, policy, 1, 100);
+  FaultPages(bed, policy, 1, {4, 5, 6, 7});
+  TickAt(bed, policy, 1'000, 100);
+}
+
 TEST(PredictivePolicy, AGroupIdleByItsAgeLeavesAMarkerSoThatItsNextUseIsSeen) {
   PolicyBed bed;
-  bed.AddRegion(std::string(8, 'U'));
   PredictivePolicy policy;
-  FaultPages(bed, policy, 1, {0, 1, 2, 3});  // A
-  TickAt(bed, policy, 1, 100);
-  FaultPages(bed, policy, 1, {4, 5, 6, 7});  // B, later
-  TickAt(bed, policy, 1'000, 100);
+  WriteTwoSessions(bed, policy);
   // Under pressure (8 on 10 pages), both idle by age alone: each leaves one
   // page off the device.
   TickAt(bed, policy, 5'000, 10);
@@ -143,12 +149,8 @@ TEST(PredictivePolicy, AGroupIdleByItsAgeLeavesAMarkerSoThatItsNextUseIsSeen) {
 
 TEST(PredictivePolicy, AGroupThatLostAPageToTheDevicesEvictionGoesWhole) {
   PolicyBed bed;
-  bed.AddRegion(std::string(8, 'U'));
   PredictivePolicy policy;
-  FaultPages(bed, policy, 1, {0, 1, 2, 3});  // A
-  TickAt(bed, policy, 1, 100);
-  FaultPages(bed, policy, 1, {4, 5, 6, 7});  // B, later: A is the older
-  TickAt(bed, policy, 1'000, 100);
+  WriteTwoSessions(bed, policy);
   // The device, full at a fault, evicted one of B's pages itself: B is the
   // victim the policy was too slow to pick. The demotions that follow (7 on
   // 6 pages: over the high watermark) take the rest of B, not A. A, idle,
