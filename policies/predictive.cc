@@ -253,8 +253,7 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
   // in one layer means the others' pages of the block come next: populating
   // them on the device ahead saves their population faults.
   SlotBatch faulted, written, ahead;
-  written.populate = Populate::kWritten;
-  ahead.populate = Populate::kAhead;
+  written.populate = ahead.populate = true;
   const bool below_low = view.device().budget == 0 || view.device().used < view.device().low;
   std::vector<uint64_t> evicted;
   for (const Signal1& s : signals_) {

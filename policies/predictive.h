@@ -11,13 +11,12 @@
 //     once its visit is weighed (the episode's close), unless it is larger
 //     than half the device: moving that whole would push out the groups in
 //     use, so its faults bring back what its kernels read. A block first
-//     touched in one layer is populated in the others (no copy), into any
-//     free frame (the engine is writing it). So are the blocks of the next
-//     2 MiB of every layer (a fresh pool is handed out in order; under
-//     pressure, at most 1/64 of the device in all), but into free room
-//     below the high watermark only: that saves the population faults of
-//     the request's next blocks and the next request's. Neither takes a
-//     victim. The engine writes a block populated ahead without a fault,
+//     touched in one layer is populated in the others (no copy), and so are
+//     the blocks of the next 2 MiB of every layer (a fresh pool is handed
+//     out in order; under pressure, at most 1/64 of the device in all),
+//     into free room below the high watermark only: that saves the
+//     population faults of the request's next blocks and the next
+//     request's. The engine writes a block populated ahead without a fault,
 //     so no group may ever claim it. Under pressure the unclaimed blocks
 //     behind the latest first touch (handed out) are the first victims,
 //     oldest first; those ahead of it (about to be written) go only when no
@@ -183,13 +182,9 @@ class PredictivePolicy : public Policy {
   // layer-major, advancing the cursor; fn returns false to stop there.
   template <typename Fn>
   bool Walk(GroupId g, Fn&& fn);
-  // A never-touched page: kNo leaves it; kWritten places it on the device
-  // (no copy) into any free frame (the engine is writing it: its fault
-  // would take one too); kAhead only below the high watermark (a block
-  // ahead saves a population fault if the engine gets to it). Neither
-  // takes a victim.
-  enum class Populate : uint8_t { kNo, kAhead, kWritten };
-  Step PromotePage(Plan& plan, const Region& r, uint32_t page, MoveClass why, Populate populate);
+  // `populate`: a never-touched page too (placed on the device, no copy),
+  // into free room below the high watermark only.
+  Step PromotePage(Plan& plan, const Region& r, uint32_t page, MoveClass why, bool populate);
   bool DemoteOne(Plan& plan, MoveClass why);
   // Demotes one device page of the oldest block populated ahead that no
   // group claimed; false when there is none (or no budget). Only a block
@@ -224,7 +219,7 @@ class PredictivePolicy : public Policy {
     std::vector<uint64_t> slots;
     uint32_t layer = 0;
     size_t i = 0;
-    Populate populate = Populate::kNo;  // first touches: never-touched pages go too
+    bool populate = false;  // first touches: never-touched pages go too
   };
   std::deque<SlotBatch> demand_slots_;
   std::deque<GroupId> demand_, prefetch_;

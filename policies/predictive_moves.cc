@@ -101,22 +101,17 @@ void PredictivePolicy::PlanDemotion(Plan& plan, const Region& r, uint32_t page, 
 }
 
 PredictivePolicy::Step PredictivePolicy::PromotePage(Plan& plan, const Region& r, uint32_t page,
-                                                     MoveClass why, Populate populate) {
+                                                     MoveClass why, bool populate) {
   const PageRecord& rec = r.pages[page];
   const Tier tier = TierOf(r, page);
-  if (tier == Tier::kDevice || (tier == Tier::kUntouched && populate == Populate::kNo) ||
-      !Movable(rec)) {
+  if (tier == Tier::kDevice || (tier == Tier::kUntouched && !populate) || !Movable(rec)) {
     return Step::kDone;
   }
   const uint64_t b = r.page_size;
   const TierUsage& dev = plan.view.device();
-  if (tier == Tier::kUntouched && dev.budget) {
-    // A population takes free room, never a victim: a block ahead only
-    // below the high watermark (it saves a fault if the engine gets to it),
-    // a block being written any free frame (its fault would take one).
-    const uint64_t limit = populate == Populate::kAhead ? dev.high : dev.budget;
-    if (plan.dev_used + b > limit) return Step::kDone;
-  }
+  // Populating only saves a population fault: free room below the high
+  // watermark only (the room above it is for the engine's faults).
+  if (tier == Tier::kUntouched && dev.budget && plan.dev_used + b > dev.high) return Step::kDone;
   plan.demand = why == MoveClass::kDemand;
   if ((plan.demand ? plan.demand_up_left : plan.up_left) < b) return Step::kNoBudget;
   // A page leaving the host gives its room there to its victim.
@@ -125,7 +120,7 @@ PredictivePolicy::Step PredictivePolicy::PromotePage(Plan& plan, const Region& r
   if (dev.budget) {
     // Past the high watermark a victim goes with this promotion, just before
     // it (kRoom), so the mover never carries out one without the other.
-    while (tier != Tier::kUntouched && plan.dev_used + b > dev.high) {
+    while (plan.dev_used + b > dev.high) {
       if (!DemoteOne(plan, MoveClass::kRoom)) {
         // A free frame past the watermark is for the engine's demand (then
         // demote later), not for a prefetch.
@@ -151,7 +146,7 @@ PredictivePolicy::Step PredictivePolicy::PromoteGroup(Plan& plan, GroupId id, Mo
   Step step = Step::kDone;
   Walk(id, [&](const Region& r, uint32_t page, bool first) {
     if (leave_marker && first) return true;
-    step = PromotePage(plan, r, page, why, Populate::kNo);
+    step = PromotePage(plan, r, page, why, false);
     return step == Step::kDone;
   });
   return step;
@@ -169,8 +164,7 @@ void PredictivePolicy::Demand(Plan& plan) {
     const uint64_t key = hinted_.front();
     Region* r = index_.Find(KeyRegion(key));
     if (r && KeyPage(key) < r->pages.size() &&
-        PromotePage(plan, *r, KeyPage(key), MoveClass::kDemand, Populate::kNo) ==
-            Step::kNoBudget) {
+        PromotePage(plan, *r, KeyPage(key), MoveClass::kDemand, false) == Step::kNoBudget) {
       return;
     }
     hinted_.pop_front();

@@ -66,16 +66,14 @@ TEST(PredictivePolicy, ABlockWrittenInOneLayerIsPopulatedInTheOthers) {
   EXPECT_EQ(bed.region(2).pages[1].tier.load(), Tier::kDevice);
   EXPECT_EQ(bed.region(3).pages[1].tier.load(), Tier::kDevice);
   EXPECT_EQ(bed.region(2).pages[0].tier.load(), Tier::kUntouched);
-  // Past the high watermark (10 on 11), a free frame still takes it (the
-  // engine's fault would), and nothing leaves the device for it; the next
-  // layer finds the device full and faults.
-  PolicyBed tight;
-  for (int l = 0; l < 3; ++l) tight.AddRegion("DDDU");
+  // No room below the high watermark: no population, and no victim for it
+  // (the room above the watermark is for the engine's faults).
+  PolicyBed full;
+  for (int l = 0; l < 3; ++l) full.AddRegion("DDDU");
   PredictivePolicy p2;
-  tight.Fault(p2, 1, 3);
-  Decisions d = tight.Tick(p2, 11);
-  EXPECT_EQ(tight.region(2).pages[3].tier.load(), Tier::kDevice);
-  EXPECT_EQ(tight.region(3).pages[3].tier.load(), Tier::kUntouched);
+  full.Fault(p2, 1, 3);
+  Decisions d = full.Tick(p2, 11);
+  EXPECT_EQ(full.region(2).pages[3].tier.load(), Tier::kUntouched);
   EXPECT_TRUE(MovesTo(d, Tier::kHost).empty());
 }
 
