@@ -274,8 +274,8 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
           // a population fault in every layer of every request). The engine
           // writes a populated block without a fault, so no group may ever
           // claim it: unclaimed_ keeps them for reclaim (DemoteUnclaimed).
-          uint32_t& front = written_front_[first.id];
-          front = std::max(front, s.page + 1);
+          Fronts& fronts = fronts_[first.id];
+          fronts.written = std::max(fronts.written, s.page + 1);
           // Under pressure, at most 1/kAheadShare of the device in all.
           uint64_t ahead_bytes = options_.populate_ahead_bytes;
           if (!below_low) {
@@ -285,15 +285,14 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
           const uint32_t ahead_blocks = static_cast<uint32_t>(ahead_bytes / first.page_size);
           // Each block is queued for reclaim once (a prefill's first touches
           // overlap in what they populate ahead).
-          uint32_t& queued_to = ahead_front_[first.id];
           for (uint32_t d = 1; d <= ahead_blocks && s.page + d < r->pages.size(); ++d) {
             const uint32_t page = s.page + d;
             const uint64_t next = PageKey(first.id, page);
             ahead.slots.push_back(next);
-            if (page >= queued_to && groups_.GroupOf(next) == kNoGroup &&
+            if (page >= fronts.queued && groups_.GroupOf(next) == kNoGroup &&
                 TierOf(first, page) == Tier::kUntouched) {
               unclaimed_.push_back(next);
-              queued_to = page + 1;
+              fronts.queued = page + 1;
             }
           }
           if (unclaimed_.size() > kMaxUnclaimed) unclaimed_.pop_front();

@@ -230,11 +230,14 @@ class PredictivePolicy : public Policy {
   // the front one's reclaim is at.
   std::deque<uint64_t> unclaimed_;
   uint32_t unclaimed_layer_ = 0;
-  // Per first-layer region, one past the latest block first touched: the
-  // allocator's front, behind which a block populated ahead was handed out.
-  std::unordered_map<RegionId, uint32_t> written_front_;
-  // Per first-layer region, one past the latest block queued in unclaimed_.
-  std::unordered_map<RegionId, uint32_t> ahead_front_;
+  // Per first-layer region: one past the latest block first touched (the
+  // allocator's front, behind which a block populated ahead was handed
+  // out), and one past the latest block queued in unclaimed_.
+  struct Fronts {
+    uint32_t written = 0;
+    uint32_t queued = 0;
+  };
+  std::unordered_map<RegionId, Fronts> fronts_;
   // Pages the device evicted itself, oldest first: spill candidates when no
   // off-device group has host pages left (their groups may still be in use).
   std::deque<uint64_t> evicted_pages_;

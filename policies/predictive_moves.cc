@@ -21,8 +21,8 @@ bool PredictivePolicy::DemoteUnclaimed(Plan& plan, MoveClass why, bool unwritten
   while (!unclaimed_.empty()) {
     const uint64_t slot = unclaimed_.front();
     if (!unwritten_too) {
-      const auto front = written_front_.find(KeyRegion(slot));
-      if (front == written_front_.end() || KeyPage(slot) >= front->second) return false;
+      const auto fronts = fronts_.find(KeyRegion(slot));
+      if (fronts == fronts_.end() || KeyPage(slot) >= fronts->second.written) return false;
     }
     Region* head = groups_.GroupOf(slot) == kNoGroup ? index_.Find(KeyRegion(slot)) : nullptr;
     const std::vector<Region*>* layers = head ? &index_.Siblings(head->size) : nullptr;
