@@ -41,16 +41,18 @@
 //     (tens of microseconds) and keeps the group in use. A probe without a
 //     fault for probe_ticks, or idle_ticks without evidence, makes the group
 //     idle; until then a group with evidence in active_ticks is in use.
-//  4. Victims are whole idle groups, demoted page by page as room is needed:
+//  4. Victims are whole idle groups, demoted page by page as room is needed,
+//     a block in every layer at a time, in the order the blocks were written
+//     (a group of sessions prefilled together loses its oldest session first):
 //     first a trusted group predicted to return more than half the
 //     population's interval from now (furthest first), else the untrusted
 //     group used least recently, else the trusted group returning last.
 //     Pinned pages stay. When the engine waits on a fault and no group is
 //     known idle, the one with the oldest evidence goes unless it has some
 //     within desperate_ticks (a scan of the groups, in that case only): the
-//     driver would evict blindly otherwise. The device stays under its high watermark, down
-//     to the low one once crossed; a promotion beyond the free frames takes
-//     its victim along (kRoom).
+//     driver would evict blindly otherwise. The device stays under its high
+//     watermark, down to the low one once crossed; a promotion beyond the
+//     free frames takes its victim along (kRoom).
 //  5. Spills take host pages of off-device groups in the same order when
 //     the host tier passes its high watermark, then pages the device
 //     evicted itself, oldest first, then (a scan, only while the host is
@@ -178,10 +180,17 @@ class PredictivePolicy : public Policy {
   void CheckMisses(uint32_t now);
   void OnVisit(const EpisodeVisit& v, uint32_t now);
 
-  // Calls fn(region, page) for the pages of group g from its cursor on,
-  // layer-major, advancing the cursor; fn returns false to stop there.
+  // Calls fn(region, page, first) for the pages of group g from its cursor
+  // on, advancing the cursor; fn returns false to stop there. Layer-major
+  // (every slot in the first layer, then the next layer) brings a group back
+  // in the order its kernels read it; slot-major (every layer of a slot,
+  // then the next slot, in slot order: the order the engine wrote them)
+  // sends one away whole slot by slot, so a group of several sessions
+  // written together loses its oldest session first instead of its first
+  // layers in every session.
+  enum class Order : uint8_t { kLayerMajor, kSlotMajor };
   template <typename Fn>
-  bool Walk(GroupId g, Fn&& fn);
+  bool Walk(GroupId g, Order order, Fn&& fn);
   // `populate`: a never-touched page too (placed on the device, no copy),
   // into free room below the high watermark only.
   Step PromotePage(Plan& plan, const Region& r, uint32_t page, MoveClass why, bool populate);
@@ -256,7 +265,7 @@ class PredictivePolicy : public Policy {
 // ---- template definitions ----
 
 template <typename Fn>
-bool PredictivePolicy::Walk(GroupId id, Fn&& fn) {
+bool PredictivePolicy::Walk(GroupId id, Order order, Fn&& fn) {
   AccessGroup& g = groups_.group(id);
   Cursor& c = PlaceOf(id).cursor;
   while (c.begin < g.slots.size()) {
@@ -275,13 +284,25 @@ bool PredictivePolicy::Walk(GroupId id, Fn&& fn) {
     static const std::vector<Region*> kNoRegions;
     Region* head = index_.Find(first);
     const std::vector<Region*>& layers = head ? index_.Siblings(head->size) : kNoRegions;
-    for (; c.layer < layers.size(); ++c.layer, c.i = c.begin) {
-      Region* r = layers[c.layer];
-      if (c.i < c.begin) c.i = c.begin;
-      for (; c.i < end; ++c.i) {
+    if (c.i < c.begin) c.i = c.begin;
+    if (order == Order::kLayerMajor) {
+      for (; c.layer < layers.size(); ++c.layer, c.i = c.begin) {
+        Region* r = layers[c.layer];
+        for (; c.i < end; ++c.i) {
+          const uint32_t page = KeyPage(g.slots[c.i]);
+          if (page >= r->pages.size() || groups_.GroupOf(g.slots[c.i]) != id) continue;
+          if (!fn(*r, page, c.layer == 0 && c.i == 0)) return false;
+        }
+      }
+    } else {
+      for (; c.i < end; ++c.i, c.layer = 0) {
+        if (groups_.GroupOf(g.slots[c.i]) != id) continue;
         const uint32_t page = KeyPage(g.slots[c.i]);
-        if (page >= r->pages.size() || groups_.GroupOf(g.slots[c.i]) != id) continue;
-        if (!fn(*r, page, c.layer == 0 && c.i == 0)) return false;
+        for (; c.layer < layers.size(); ++c.layer) {
+          Region* r = layers[c.layer];
+          if (page >= r->pages.size()) continue;
+          if (!fn(*r, page, c.layer == 0 && c.i == 0)) return false;
+        }
       }
     }
     c.begin = end;

@@ -48,23 +48,24 @@ bool PredictivePolicy::DemoteOne(Plan& plan, MoveClass why) {
   for (;;) {
     if (evicting_ != kNoGroup && groups_.Alive(evicting_)) {
       bool demoted = false, blocked = false;
-      const bool done = Walk(evicting_, [&](const Region& r, uint32_t page, bool) {
-        const PageRecord& rec = r.pages[page];
-        if (TierOf(r, page) != Tier::kDevice) return true;
-        if (!Movable(rec)) {  // pinned, or on its way: the group is not all away
-          place_[evicting_].left_behind = true;
-          return true;
-        }
-        if (!CanDemote(plan, r.page_size)) {
-          blocked = true;
-          return false;
-        }
-        PlanDemotion(plan, r, page, why);
-        demoted = true;
-        return false;  // one page; the cursor stays past it
-      });
+      const bool done =
+          Walk(evicting_, Order::kSlotMajor, [&](const Region& r, uint32_t page, bool) {
+            const PageRecord& rec = r.pages[page];
+            if (TierOf(r, page) != Tier::kDevice) return true;
+            if (!Movable(rec)) {  // pinned, or on its way: the group is not all away
+              place_[evicting_].left_behind = true;
+              return true;
+            }
+            if (!CanDemote(plan, r.page_size)) {
+              blocked = true;
+              return false;
+            }
+            PlanDemotion(plan, r, page, why);
+            demoted = true;
+            return false;  // one page; the cursor stays past it
+          });
       if (demoted) {
-        ++place_[evicting_].cursor.i;
+        ++place_[evicting_].cursor.layer;  // past the page demoted
         return true;
       }
       if (blocked) return false;
@@ -144,7 +145,7 @@ PredictivePolicy::Step PredictivePolicy::PromoteGroup(Plan& plan, GroupId id, Mo
   if (p.cursor.begin == 0 && p.cursor.layer == 0 && p.cursor.i == 0) groups_.Compact(id);
   p.spilled = false;
   Step step = Step::kDone;
-  Walk(id, [&](const Region& r, uint32_t page, bool first) {
+  Walk(id, Order::kLayerMajor, [&](const Region& r, uint32_t page, bool first) {
     if (leave_marker && first) return true;
     step = PromotePage(plan, r, page, why, false);
     return step == Step::kDone;
@@ -272,7 +273,7 @@ void PredictivePolicy::Spill(Plan& plan) {
       place_[spilling_].cursor.Reset();
     }
     bool budget = true;
-    const bool done = Walk(spilling_, [&](const Region& r, uint32_t page, bool) {
+    const bool done = Walk(spilling_, Order::kSlotMajor, [&](const Region& r, uint32_t page, bool) {
       if (covered >= want) return false;
       if (TierOf(r, page) != Tier::kHost || !Movable(r.pages[page]) ||
           !MaySpill(r, r.pages[page])) {

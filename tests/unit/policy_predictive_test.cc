@@ -246,6 +246,31 @@ TEST(PredictivePolicy, BlocksPopulatedAheadThatTheEngineHandedOutGoFirst) {
   }
 }
 
+TEST(PredictivePolicy, AVictimLeavesWholeBlocksInEveryLayerOldestFirst) {
+  // Two sessions prefilled together are one group until one returns; made
+  // room for one page at a time, the group loses whole blocks in slot
+  // order (the order they were written), so the later session stays whole
+  // rather than every session losing its first layers.
+  PolicyBed bed;
+  for (int l = 0; l < 4; ++l) bed.AddRegion(std::string(8, 'U'));
+  PredictivePolicy policy;
+  for (RegionId r = 1; r <= 4; ++r) FaultPages(bed, policy, r, {0, 1, 2, 3, 4, 5, 6, 7});
+  TickAt(bed, policy, 1, 100);
+  ASSERT_EQ(policy.groups().GroupOf(PageKey(1, 0)), policy.groups().GroupOf(PageKey(1, 7)));
+  ASSERT_EQ(bed.Count(Tier::kDevice), 32u);
+  // 32 on 30 pages, long after: down to the low watermark (22), 10 pages.
+  Decisions d = TickAt(bed, policy, 5'000, 30);
+  ASSERT_EQ(MovesTo(d, Tier::kHost).size(), 10u);
+  for (RegionId r = 1; r <= 4; ++r) {
+    EXPECT_EQ(bed.region(r).pages[0].tier.load(), Tier::kHost) << "layer " << r;
+    EXPECT_EQ(bed.region(r).pages[1].tier.load(), Tier::kHost) << "layer " << r;
+    for (uint32_t p = 3; p < 7; ++p) {  // (7 of the first layer is the group's marker)
+      EXPECT_EQ(bed.region(r).pages[p].tier.load(), Tier::kDevice)
+          << "layer " << r << " page " << p;
+    }
+  }
+}
+
 TEST(PredictivePolicy, UnderPressureAFirstTouchStillPopulatesTheNextBlocks) {
   // The device between its watermarks: every request's new blocks would
   // otherwise wait for a population fault in every layer.
