@@ -19,9 +19,11 @@
 //     request's. The engine writes a block populated ahead without a fault,
 //     so no group may ever claim it. Under pressure the unclaimed blocks
 //     behind the latest first touch (handed out) are the first victims,
-//     oldest first; those ahead of it (about to be written) go only when no
-//     group is idle. A session that wrote one faults it when it next reads
-//     it, and so claims it.
+//     oldest first, but only when a tick starts its demotions with no victim
+//     group's walk under way (under steady pressure they can wait long and
+//     hold device room); those ahead of it (about to be written) go only
+//     when no group is idle. A session that wrote one faults it when it next
+//     reads it, and so claims it.
 //  2. Prediction (KVTIER_PREDICT). Off-device groups whose return is trusted
 //     (and that are no larger than half the device)
 //     come back ahead of it (kPrefetch), soonest first: into free room below
@@ -109,7 +111,8 @@ class PredictivePolicy : public Policy {
 
  private:
   enum class Where : uint8_t { kNone, kDevice, kAway };
-  // A position in a group's slots x sibling regions, layer-major per class.
+  // A position in a group's slots x sibling regions, per class, in the
+  // order of the walk that uses it (see Walk).
   struct Cursor {
     size_t begin = 0;    // first slot of the class being walked
     uint32_t layer = 0;  // sibling index

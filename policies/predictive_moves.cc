@@ -65,7 +65,7 @@ bool PredictivePolicy::DemoteOne(Plan& plan, MoveClass why) {
             return false;  // one page; the cursor stays past it
           });
       if (demoted) {
-        ++place_[evicting_].cursor.layer;  // past the page demoted
+        ++place_[evicting_].cursor.layer;  // past the page demoted (slot-major: next layer)
         return true;
       }
       if (blocked) return false;
