@@ -177,7 +177,7 @@ Status SimDevice::Usable() const {
 Result<RegionPtr> SimDevice::CreateRegion(RegionId id, size_t bytes, size_t page_size,
                                           std::string tag) {
   if (Status s = Usable(); !s.ok()) return s;
-  const size_t base_page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t base_page = BasePageSize();
   if (!IsPowerOfTwo(page_size) || page_size < base_page) {
     return Status::Errorf(
         "simulated GPU: page size %zu is not a power of two of at least %zu bytes", page_size,

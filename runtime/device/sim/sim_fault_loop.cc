@@ -22,11 +22,6 @@ namespace {
 constexpr size_t kBatch = 16;  // messages one fault thread reads per read(2)
 constexpr std::chrono::milliseconds kStagingWait{50};  // longest a fault waits for spills
 
-size_t BasePage() {
-  static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  return size;
-}
-
 }  // namespace
 
 Status SimDevice::StartThreads(int count, const StartStepCheck& check) {
@@ -114,7 +109,7 @@ void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
   if (host_limit_ != 0) WaitForStagingRoom();
   const uintptr_t addr = msg.arg.pagefault.address;
   const bool minor = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_MINOR) != 0;
-  const size_t base_page = BasePage();
+  const size_t base_page = BasePageSize();
   const uintptr_t base_addr = addr & ~(uintptr_t{base_page} - 1);
   std::vector<Evicted> evicted;
   RegionPtr region;

@@ -25,11 +25,6 @@ namespace {
 // under a non-cooperative event; a bounded retry keeps a bug from spinning.
 constexpr int kMaxAgain = 10000;
 
-size_t BasePage() {
-  static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  return size;
-}
-
 const char* OpName(int op) {
   static const char* const kNames[] = {"UFFDIO_CONTINUE", "UFFDIO_ZEROPAGE", "UFFDIO_COPY"};
   return kNames[op];
@@ -188,7 +183,7 @@ int UserFaultFd::Ioctl(Op op, uintptr_t start, size_t len, const void* src, size
 }
 
 Status UserFaultFd::Fill(Op op, uintptr_t start, size_t len, const void* src) const {
-  const size_t base_page = BasePage();
+  const size_t base_page = BasePageSize();
   size_t off = 0;
   bool skipped = false;
   int again = 0;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <linux/userfaultfd.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +22,12 @@
 #include "runtime/status.h"
 
 namespace kvtier {
+
+// The kernel's base page size. Read each time (glibc keeps it, no system
+// call) rather than cached in a function-local static: a fork while another
+// thread runs that static's first initialization leaves the child's guard
+// pending for ever, and the child's fault thread hangs on its first fault.
+inline size_t BasePageSize() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
 class UserFaultFd {
  public:
