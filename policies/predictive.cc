@@ -354,6 +354,7 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
   // pages left on the device would hide them from every victim pick. A
   // group in use faults its page back; so does any group while another
   // victim is being walked.
+  if (!evicted.empty()) last_driver_eviction_ = now;
   for (uint64_t slot : evicted) {
     const GroupId g = groups_.GroupOf(slot);
     if (evicting_ != kNoGroup && groups_.Alive(evicting_)) break;
@@ -416,6 +417,16 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
   plan.demand = true;
   if (dev.budget && plan.dev_used > dev.high) {
     while (plan.dev_used > dev.high && DemoteOne(plan, MoveClass::kDemand)) {
+    }
+    // No group is idle, and the device evicted pages itself lately: the
+    // groups in use hold more than it, and the driver would go on evicting
+    // at the engine's faults while its kernels wait. A group in use larger
+    // than the device cannot be read whole between two of its returns:
+    // its oldest blocks go now instead, down to the high watermark only,
+    // and it keeps its rank (its faults bring them back).
+    if (last_driver_eviction_ != 0 && now - last_driver_eviction_ <= options_.active_ticks) {
+      while (plan.dev_used > dev.high && DemoteInUse(plan)) {
+      }
     }
     plan.demand = false;
     while (plan.dev_used > dev.low && DemoteOne(plan, MoveClass::kDemote)) {

@@ -54,7 +54,16 @@
 //     within desperate_ticks (a scan of the groups, in that case only): the
 //     driver would evict blindly otherwise. The device stays under its high
 //     watermark, down to the low one once crossed; a promotion beyond the
-//     free frames takes its victim along (kRoom).
+//     free frames takes its victim along (kRoom). Over the high watermark
+//     with no group idle, once the device has evicted pages itself (within
+//     active_ticks), a group in use that is larger than the device (sessions
+//     written one after another, with prompts too small to tell them
+//     apart) gives its oldest blocks, slot-major, down to the high
+//     watermark: the pages the driver's own eviction (least recently
+//     migrated) would take at the next faults, taken before them. Pages
+//     that arrived in the last two ticks stay, the group keeps its rank,
+//     and the walk resumes where it stopped (at most kSqueezeScan pages
+//     looked at per tick).
 //  5. Spills take host pages of off-device groups in the same order when
 //     the host tier passes its high watermark, then pages the device
 //     evicted itself, oldest first, then (a scan, only while the host is
@@ -134,6 +143,7 @@ class PredictivePolicy : public Policy {
     uint32_t due = 0;     // predicted use of the prefetch under way
     uint32_t probed = 0;  // tick its probe page was demoted (0: none)
     Cursor cursor;
+    Cursor squeeze;  // DemoteInUse's walk: it keeps its rank, and the other walks their place
   };
   using Set = std::set<std::pair<uint64_t, GroupId>>;
   // The work of one Decide call: what the moves planned so far leave.
@@ -150,8 +160,16 @@ class PredictivePolicy : public Policy {
     bool prefetching = false;  // victims must return after `due`
     uint32_t due = 0;
     std::vector<GroupId> walked = {};  // victims picked this tick
+    std::vector<GroupId> squeezed = {};  // in-use groups DemoteInUse found nothing more in
+    uint32_t squeeze_scan_left = kSqueezeScan;  // pages DemoteInUse may still look at
   };
   enum class Step { kDone, kNoBudget, kNoRoom };
+  // Pages DemoteInUse looks at in one tick at most: its walks skip what
+  // arrived lately, so a tick costs that bound, not the groups' size.
+  static constexpr uint32_t kSqueezeScan = 4096;
+  // Pages that arrived this recently (this tick or the last: the engine's
+  // step brought them) are not DemoteInUse's to take.
+  static constexpr uint32_t kSqueezeRecentTicks = 2;
 
   static bool Movable(const PageRecord& rec) {
     return !(rec.flags.load(std::memory_order_relaxed) & (kPagePinned | kPageInFlight));
@@ -193,11 +211,25 @@ class PredictivePolicy : public Policy {
   // layers in every session.
   enum class Order : uint8_t { kLayerMajor, kSlotMajor };
   template <typename Fn>
-  bool Walk(GroupId g, Order order, Fn&& fn);
+  bool Walk(GroupId g, Order order, Fn&& fn) {
+    return Walk(g, order, PlaceOf(g).cursor, std::forward<Fn>(fn));
+  }
+  template <typename Fn>
+  bool Walk(GroupId g, Order order, Cursor& c, Fn&& fn);
   // `populate`: a never-touched page too (placed on the device, no copy),
   // into free room below the high watermark only.
   Step PromotePage(Plan& plan, const Region& r, uint32_t page, MoveClass why, bool populate);
   bool DemoteOne(Plan& plan, MoveClass why);
+  // Demotes the next device page of g, slot-major from cursor `c`; for a
+  // group `in_use`, only a page that did not arrive lately, and within the
+  // tick's squeeze_scan_left.
+  enum class Next { kDemoted, kBlocked, kDone };
+  Next DemoteNext(Plan& plan, GroupId g, Cursor& c, MoveClass why, bool in_use);
+  // The last resort over the high watermark while the groups in use hold
+  // more than the device (see top): one page of the in-use group larger
+  // than the device with the oldest evidence, its oldest block first.
+  // False when none can go.
+  bool DemoteInUse(Plan& plan);
   // Demotes one device page of the oldest block populated ahead that no
   // group claimed; false when there is none (or no budget). Only a block
   // the engine has handed out (one before its latest first touch) unless
@@ -258,6 +290,8 @@ class PredictivePolicy : public Policy {
   uint32_t last_rerank_ = 0;
   uint64_t ranked_version_ = 0;
   bool probe_all_ = false;
+  // The latest tick the device evicted a page itself (0: never).
+  uint32_t last_driver_eviction_ = 0;
   uint64_t device_budget_ = 0;  // this tick's
   // The group's bytes in every layer, and whether that is more than a
   // share of the device budget that can move as one (see predictive.cc).
@@ -268,9 +302,8 @@ class PredictivePolicy : public Policy {
 // ---- template definitions ----
 
 template <typename Fn>
-bool PredictivePolicy::Walk(GroupId id, Order order, Fn&& fn) {
+bool PredictivePolicy::Walk(GroupId id, Order order, Cursor& c, Fn&& fn) {
   AccessGroup& g = groups_.group(id);
-  Cursor& c = PlaceOf(id).cursor;
   while (c.begin < g.slots.size()) {
     const RegionId first = KeyRegion(g.slots[c.begin]);
     // The class's end is found once per class, not once per call: a walk

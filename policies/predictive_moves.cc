@@ -43,38 +43,53 @@ bool PredictivePolicy::DemoteUnclaimed(Plan& plan, MoveClass why, bool unwritten
   return false;
 }
 
+PredictivePolicy::Next PredictivePolicy::DemoteNext(Plan& plan, GroupId g, Cursor& c,
+                                                     MoveClass why, bool in_use) {
+  bool demoted = false, blocked = false;
+  const bool done = Walk(g, Order::kSlotMajor, c, [&](const Region& r, uint32_t page, bool) {
+    const PageRecord& rec = r.pages[page];
+    if (in_use) {
+      if (plan.squeeze_scan_left == 0) {
+        blocked = true;
+        return false;
+      }
+      --plan.squeeze_scan_left;
+      // Brought in lately (a fault, a first touch, a promotion): the engine
+      // is reading it now. The device's own eviction takes the page that
+      // arrived least recently, not this one.
+      if (plan.now - rec.last_move <= kSqueezeRecentTicks) return true;
+    }
+    if (TierOf(r, page) != Tier::kDevice) return true;
+    if (!Movable(rec)) {  // pinned, or on its way: the group is not all away
+      if (!in_use) place_[g].left_behind = true;
+      return true;
+    }
+    if (!CanDemote(plan, r.page_size)) {
+      blocked = true;
+      return false;
+    }
+    PlanDemotion(plan, r, page, why);
+    demoted = true;
+    return false;  // one page; the cursor stays past it
+  });
+  if (demoted) {
+    ++c.layer;  // past the page demoted (slot-major: next layer)
+    return Next::kDemoted;
+  }
+  return done ? Next::kDone : Next::kBlocked;
+}
+
 bool PredictivePolicy::DemoteOne(Plan& plan, MoveClass why) {
   if (!plan.prefetching && evicting_ == kNoGroup && DemoteUnclaimed(plan, why, false)) return true;
   for (;;) {
     if (evicting_ != kNoGroup && groups_.Alive(evicting_)) {
-      bool demoted = false, blocked = false;
-      const bool done =
-          Walk(evicting_, Order::kSlotMajor, [&](const Region& r, uint32_t page, bool) {
-            const PageRecord& rec = r.pages[page];
-            if (TierOf(r, page) != Tier::kDevice) return true;
-            if (!Movable(rec)) {  // pinned, or on its way: the group is not all away
-              place_[evicting_].left_behind = true;
-              return true;
-            }
-            if (!CanDemote(plan, r.page_size)) {
-              blocked = true;
-              return false;
-            }
-            PlanDemotion(plan, r, page, why);
-            demoted = true;
-            return false;  // one page; the cursor stays past it
-          });
-      if (demoted) {
-        ++place_[evicting_].cursor.layer;  // past the page demoted (slot-major: next layer)
-        return true;
-      }
-      if (blocked) return false;
-      if (done) {
-        // Pages it could not move keep it among the device's groups, to be
-        // picked again once they can go.
-        if (place_[evicting_].left_behind) Rank(evicting_, Where::kDevice, plan.now);
-        evicting_ = kNoGroup;
-      }
+      const Next next = DemoteNext(plan, evicting_, place_[evicting_].cursor, why, false);
+      if (next == Next::kDemoted) return true;
+      if (next == Next::kBlocked) return false;
+      // Pages it could not move keep it among the device's groups, to be
+      // picked again once they can go.
+      if (place_[evicting_].left_behind) Rank(evicting_, Where::kDevice, plan.now);
+      evicting_ = kNoGroup;
     }
     evicting_ = PickVictim(dev_trusted_, dev_lru_, plan.now, plan.prefetching, plan.due, false,
                            plan.desperate);
@@ -91,6 +106,23 @@ bool PredictivePolicy::DemoteOne(Plan& plan, MoveClass why) {
     place_[evicting_].armed = false;
     place_[evicting_].left_behind = false;
   }
+}
+
+bool PredictivePolicy::DemoteInUse(Plan& plan) {
+  // Oldest evidence first; each group's walk resumes where it stopped, so a
+  // group of sessions written one after another gives its oldest first, as
+  // the device's own eviction (least recently migrated) would.
+  for (const auto& [last, g] : dev_active_) {
+    if (g == groups_.shared() || place_[g].queued != 0 || GroupBytes(g) <= device_budget_ ||
+        std::find(plan.squeezed.begin(), plan.squeezed.end(), g) != plan.squeezed.end()) {
+      continue;
+    }
+    const Next next = DemoteNext(plan, g, place_[g].squeeze, MoveClass::kDemand, true);
+    if (next == Next::kDemoted) return true;
+    if (next == Next::kBlocked) return false;
+    plan.squeezed.push_back(g);  // nothing more on the device; its walk starts over next time
+  }
+  return false;
 }
 
 void PredictivePolicy::PlanDemotion(Plan& plan, const Region& r, uint32_t page, MoveClass why) {

@@ -271,6 +271,77 @@ TEST(PredictivePolicy, AVictimLeavesWholeBlocksInEveryLayerOldestFirst) {
   }
 }
 
+// One session's worth of decode: a block a tick, 0..11, in two layers (24
+// pages), written on a device of 100 pages. One group, in use. Nothing is
+// populated ahead, so the only pages are the group's.
+void WriteABlockATick(PolicyBed& bed, PredictivePolicy& policy) {
+  for (int l = 0; l < 2; ++l) bed.AddRegion(std::string(12, 'U'));
+  for (uint32_t b = 0; b < 12; ++b) {
+    bed.Fault(policy, 1, b);
+    bed.Tick(policy, 100);  // populates the block in the other layer
+    bed.Advance(1);
+  }
+  for (int t = 0; t < 5; ++t, bed.Advance(1)) bed.Tick(policy, 100);  // its episode closes
+}
+
+PredictiveOptions NothingAhead() {
+  PredictiveOptions o;
+  o.populate_ahead_bytes = 0;
+  return o;
+}
+
+TEST(PredictivePolicy, AGroupInUseLargerThanTheDeviceGivesItsOldestBlocksOnceTheDeviceEvicts) {
+  // Sessions written one after another with prompts too small to tell them
+  // apart are one group, in use while any of them is written. On a device
+  // smaller than it, no group is idle: the driver evicts at every fault
+  // while the engine waits. Once it has, the group's oldest blocks (the
+  // earliest sessions') leave ahead of the faults, down to the high
+  // watermark, and what arrived in the last ticks stays.
+  PolicyBed bed;
+  PredictivePolicy policy(NothingAhead());
+  WriteABlockATick(bed, policy);
+  const GroupId g = policy.groups().GroupOf(PageKey(1, 0));
+  ASSERT_NE(g, kNoGroup);
+  ASSERT_EQ(policy.groups().GroupOf(PageKey(1, 11)), g);
+  ASSERT_EQ(bed.Count(Tier::kDevice), 24u);
+  // The driver took block 0 of the first layer at a fault, and the engine
+  // faulted it back: 24 on 20 pages, 6 down to the high watermark (18).
+  Evict(bed, policy, 1, {0});
+  bed.Fault(policy, 1, 0);
+  Decisions d = bed.Tick(policy, 20);
+  EXPECT_EQ(MovesTo(d, Tier::kHost),
+            (std::vector<std::string>{"2:0", "1:1", "2:1", "1:2", "2:2", "1:3"}));
+  for (const Move& m : d.moves) EXPECT_EQ(m.why, MoveClass::kDemand);
+  EXPECT_EQ(policy.groups().GroupOf(PageKey(1, 1)), g) << "it keeps its blocks and its rank";
+  // The engine faults blocks 1 and 2 back in the first layer (20 on 20
+  // pages: no room for their other layers). The room for the next faults
+  // comes from where the last walk stopped.
+  bed.Advance(1);
+  FaultPages(bed, policy, 1, {1, 2});
+  d = bed.Tick(policy, 20);
+  EXPECT_EQ(MovesTo(d, Tier::kHost), (std::vector<std::string>{"2:3", "1:4"}));
+}
+
+TEST(PredictivePolicy, AGroupInUseIsLeftToTheDriverUnlessItEvictsAndTheGroupIsLarger) {
+  {
+    // The device has not evicted: the group in use may fit after all.
+    PolicyBed bed;
+    PredictivePolicy policy(NothingAhead());
+    WriteABlockATick(bed, policy);
+    EXPECT_TRUE(MovesTo(bed.Tick(policy, 20), Tier::kHost).empty());
+  }
+  {
+    // It has, but the group fits the device (24 pages on 25): it is all in
+    // use, and the driver's one page at a fault costs less than a tenth of
+    // the device taken from it.
+    PolicyBed bed;
+    PredictivePolicy policy(NothingAhead());
+    WriteABlockATick(bed, policy);
+    Evict(bed, policy, 1, {6});
+    EXPECT_TRUE(MovesTo(bed.Tick(policy, 25), Tier::kHost).empty());
+  }
+}
+
 TEST(PredictivePolicy, UnderPressureAFirstTouchStillPopulatesTheNextBlocks) {
   // The device between its watermarks: every request's new blocks would
   // otherwise wait for a population fault in every layer.
