@@ -57,7 +57,7 @@ PredictivePolicy::Next PredictivePolicy::DemoteNext(Plan& plan, GroupId g, Curso
       // Brought in lately (a fault, a first touch, a promotion): the engine
       // is reading it now. The device's own eviction takes the page that
       // arrived least recently, not this one.
-      if (plan.now - rec.last_move <= kSqueezeRecentTicks) return true;
+      if (plan.now - rec.last_move < kSqueezeRecentTicks) return true;
     }
     if (TierOf(r, page) != Tier::kDevice) return true;
     if (!Movable(rec)) {  // pinned, or on its way: the group is not all away
