@@ -306,6 +306,9 @@ Status Runtime::Hint(const void* ptr, size_t len, SignalKind kind) {
     if (Status s = device_->SetDormant(*p.region, p.first, p.count, false); !s.ok()) return s;
   }
   PushSignal({kind, p.region->id, p.first, p.count, clock_.NowNs()});
+  // The engine is about to read them: the policy starts bringing them now,
+  // not at the next period.
+  if (kind == SignalKind::kWillNeed) TickSoon();
   return Status::Ok();
 }
 

@@ -2,7 +2,8 @@
 // and at once when the device had to evict a page itself (it was full at a
 // fault), so the policy makes room before the next fault waits on an
 // eviction too, and when the engine waits on a page from the host, so the
-// rest of its group comes back in bulk. Signals carry the time of the clock
+// rest of its group comes back in bulk, and when it hints that it will need
+// a range (WILL_NEED). Signals carry the time of the clock
 // the runtime was given.
 #include <chrono>
 #include <cstring>
@@ -152,6 +153,36 @@ TEST_F(RuntimeTickTest, AFaultFromTheHostTicksThePolicyBeforeItsPeriod) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_GT(Counters::Get(c.policy_ticks), 0u) << "no tick within 5 s of a fault from the host";
+  EXPECT_TRUE(rt.FreeRegion(base.value()));
+}
+
+TEST_F(RuntimeTickTest, AWillNeedHintTicksThePolicyBeforeItsPeriodAndAColdOneDoesNot) {
+  // A 10 s period: without the early tick, none comes within the test.
+  Result<std::unique_ptr<Runtime>> made = MakeRuntime("10000");
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  Runtime& rt = *made.value();
+  constexpr size_t kPage = 64 << 10;
+  Result<void*> base = rt.CreateRegion(8 * kPage, nullptr);
+  ASSERT_TRUE(base.ok()) << base.status().message();
+  auto* bytes = static_cast<uint8_t*>(base.value());
+  const Counters& c = rt.counters();
+  // COLD asks for nothing soon: the policy demotes at its own pace.
+  ASSERT_TRUE(rt.Hint(bytes, 2 * kPage, SignalKind::kCold).ok());
+  const auto start = std::chrono::steady_clock::now();
+  while (Counters::Get(c.policy_ticks) == 0 &&
+         std::chrono::steady_clock::now() - start < std::chrono::milliseconds(200)) {
+    // Polls a condition under a deadline; no race depends on this pause.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(Counters::Get(c.policy_ticks), 0u) << "a COLD hint ticked the policy";
+  // WILL_NEED: the engine reads the range next, so the policy starts now.
+  ASSERT_TRUE(rt.Hint(bytes + 4 * kPage, 2 * kPage, SignalKind::kWillNeed).ok());
+  while (Counters::Get(c.policy_ticks) == 0 &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+    // Polls a condition under a deadline; no race depends on this pause.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_GT(Counters::Get(c.policy_ticks), 0u) << "no tick within 5 s of a WILL_NEED hint";
   EXPECT_TRUE(rt.FreeRegion(base.value()));
 }
 

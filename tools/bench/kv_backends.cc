@@ -217,6 +217,7 @@ void PagedBackend::Hint(const std::vector<uint32_t>& pages, uint64_t t_ns) {
       i = j;
     }
   }
+  driver_.WakeSoon(t_ns);  // as Runtime::Hint asks for an early tick
 }
 
 double PagedBackend::RunStep(std::vector<Request*>& batch, double start_s, double overhead_s,

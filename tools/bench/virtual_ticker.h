@@ -8,8 +8,9 @@
 // of the tick period while there is a signal to read, the mover has moves
 // under way or waiting, or the policy asked to be woken
 // (Decisions::wake_tick), and early, as the runtime's policy thread ticks,
-// on a fault from the host or disk or a driver eviction (WakeSoon). Otherwise it sleeps until the next signal, so an
-// idle hour of simulated time costs nothing.
+// on a fault from the host or disk, a driver eviction or a WILL_NEED hint
+// (WakeSoon). Otherwise it sleeps until the next signal, so an idle hour of
+// simulated time costs nothing.
 // Thread-safety: none (the simulation's thread).
 #pragma once
 
@@ -40,7 +41,7 @@ class VirtualTicker : public DeviceEvents {
   void Wake(uint64_t t_ns);
   // A tick at t_ns, or a fifth of a period (at least 1 ms) after the last
   // one if that is later: the runtime's early tick (Runtime::TickSoon) on a
-  // fault from the host or disk and on a driver eviction.
+  // fault from the host or disk, on a driver eviction and on a WILL_NEED hint.
   void WakeSoon(uint64_t t_ns);
 
   // The engine's totals (zeros without a policy).
