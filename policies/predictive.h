@@ -13,17 +13,16 @@
 //     use, so its faults bring back what its kernels read. A block first
 //     touched in one layer is populated in the others (no copy), and so are
 //     the blocks of the next 2 MiB of every layer (a fresh pool is handed
-//     out in order; under pressure, at most 1/64 of the device each time),
+//     out in order; under pressure, at most 1/64 of the device in all),
 //     into free room below the high watermark only: that saves the
 //     population faults of the request's next blocks and the next
 //     request's. The engine writes a block populated ahead without a fault,
 //     so no group may ever claim it. Under pressure the unclaimed blocks
 //     behind the latest first touch (handed out) are the first victims,
-//     oldest first, when a tick starts its demotions with no victim group's
-//     walk under way, and always while the unclaimed blocks hold more than
-//     1/8 of the device (under steady pressure a walk is nearly always
-//     under way); those ahead of it (about to be written) go only when no
-//     group is idle. A session that wrote one faults it when it next
+//     oldest first, but only when a tick starts its demotions with no victim
+//     group's walk under way (under steady pressure they can wait long and
+//     hold device room); those ahead of it (about to be written) go only
+//     when no group is idle. A session that wrote one faults it when it next
 //     reads it, and so claims it.
 //  2. Prediction (KVTIER_PREDICT). Off-device groups whose return is trusted
 //     (and that are no larger than half the device)
@@ -165,15 +164,6 @@ class PredictivePolicy : public Policy {
     uint32_t squeeze_scan_left = kSqueezeScan;  // pages DemoteInUse may still look at
   };
   enum class Step { kDone, kNoBudget, kNoRoom };
-  // A first touch under pressure populates at most 1/kAheadShare of the
-  // device budget ahead (in all layers).
-  static constexpr uint64_t kAheadShare = 64;
-  // Blocks populated ahead that no group claimed hold at most
-  // 1/kUnclaimedShare of the device budget: past it the oldest handed out
-  // go first, even while a victim's walk is under way. Without the bound
-  // they pile up under steady pressure (a walk is nearly always under way),
-  // each request's few new blocks at a time.
-  static constexpr uint64_t kUnclaimedShare = 8;
   // Pages DemoteInUse looks at in one tick at most: its walks skip what
   // arrived lately, so a tick costs that bound, not the groups' size.
   static constexpr uint32_t kSqueezeScan = 4096;
@@ -280,18 +270,10 @@ class PredictivePolicy : public Policy {
   GroupId evicting_ = kNoGroup;
   GroupId spilling_ = kNoGroup;
   std::deque<uint64_t> hinted_, cold_;  // PageKeys
-  // Slots populated ahead with no group then, oldest first, with the bytes
-  // each may hold (every layer); their sum (an upper bound: an entry claimed
-  // since, or whose population found no room, leaves only at the front);
-  // and the layer the front one's reclaim is at.
-  struct Unclaimed {
-    uint64_t slot;
-    uint64_t bytes;
-  };
-  std::deque<Unclaimed> unclaimed_;
-  uint64_t unclaimed_bytes_ = 0;
+  // Slots populated ahead with no group then, oldest first, and the layer
+  // the front one's reclaim is at.
+  std::deque<uint64_t> unclaimed_;
   uint32_t unclaimed_layer_ = 0;
-  void PopUnclaimed();
   // Per first-layer region: one past the latest block first touched (the
   // allocator's front, behind which a block populated ahead was handed
   // out), and one past the latest block queued in unclaimed_.

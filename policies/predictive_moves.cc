@@ -19,7 +19,7 @@ bool PredictivePolicy::CanDemote(const Plan& plan, uint64_t bytes) const {
 
 bool PredictivePolicy::DemoteUnclaimed(Plan& plan, MoveClass why, bool unwritten_too) {
   while (!unclaimed_.empty()) {
-    const uint64_t slot = unclaimed_.front().slot;
+    const uint64_t slot = unclaimed_.front();
     if (!unwritten_too) {
       const auto fronts = fronts_.find(KeyRegion(slot));
       if (fronts == fronts_.end() || KeyPage(slot) >= fronts->second.written) return false;
@@ -37,15 +37,10 @@ bool PredictivePolicy::DemoteUnclaimed(Plan& plan, MoveClass why, bool unwritten
       ++unclaimed_layer_;
       return true;
     }
-    PopUnclaimed();  // claimed by a group, gone, or reclaimed in every layer
+    unclaimed_.pop_front();  // claimed by a group, gone, or reclaimed in every layer
+    unclaimed_layer_ = 0;
   }
   return false;
-}
-
-void PredictivePolicy::PopUnclaimed() {
-  unclaimed_bytes_ -= std::min(unclaimed_bytes_, unclaimed_.front().bytes);
-  unclaimed_.pop_front();
-  unclaimed_layer_ = 0;
 }
 
 PredictivePolicy::Next PredictivePolicy::DemoteNext(Plan& plan, GroupId g, Cursor& c,
@@ -85,15 +80,7 @@ PredictivePolicy::Next PredictivePolicy::DemoteNext(Plan& plan, GroupId g, Curso
 }
 
 bool PredictivePolicy::DemoteOne(Plan& plan, MoveClass why) {
-  // Blocks populated ahead that the engine handed out without a fault: the
-  // oldest go first when no victim's walk is under way, and always while
-  // they hold more than their share of the device (sessions wrote them; the
-  // one that reads one next faults it back and so claims it).
-  const bool over_share = unclaimed_bytes_ > device_budget_ / kUnclaimedShare;
-  if (!plan.prefetching && (evicting_ == kNoGroup || over_share) &&
-      DemoteUnclaimed(plan, why, false)) {
-    return true;
-  }
+  if (!plan.prefetching && evicting_ == kNoGroup && DemoteUnclaimed(plan, why, false)) return true;
   for (;;) {
     if (evicting_ != kNoGroup && groups_.Alive(evicting_)) {
       const Next next = DemoteNext(plan, evicting_, place_[evicting_].cursor, why, false);

@@ -246,38 +246,6 @@ TEST(PredictivePolicy, BlocksPopulatedAheadThatTheEngineHandedOutGoFirst) {
   }
 }
 
-TEST(PredictivePolicy, BlocksHandedOutUnclaimedHoldAtMostAnEighthOfTheDevice) {
-  // Under steady pressure a victim's walk is nearly always under way, and
-  // each request's new blocks land in room populated ahead without a fault.
-  // Past an eighth of the device they go first anyway, oldest first.
-  PolicyBed bed;
-  bed.AddRegion(std::string(200, 'U'));
-  PredictivePolicy policy(ThirtyTwoAhead());
-  std::vector<uint32_t> written;
-  for (uint32_t p = 0; p < 20; ++p) written.push_back(p);
-  FaultPages(bed, policy, 1, written);  // a group: 0..19
-  TickAt(bed, policy, 1, 1000);
-  ASSERT_EQ(bed.Count(Tier::kDevice), 52u) << "20 written, 32 populated ahead (20..51)";
-  // Long after, the group is idle. 52 on 56 pages: over the high watermark,
-  // down to the low one, its marker and then its oldest blocks go; the
-  // room ahead (not handed out yet) stays, and the walk is left under way.
-  Decisions d = TickAt(bed, policy, 5'000, 56);
-  std::vector<uint32_t> down = PagesDown(d);
-  ASSERT_GE(down.size(), 2u);
-  for (uint32_t p : down) ASSERT_LT(p, 20u) << "the group's walk";
-  ASSERT_LT(down.size(), 15u) << "the walk is still under way";
-  // The engine wrote 20..51 without a fault and first touches 52: they
-  // were handed out, 32 pages, more than an eighth of 46. Made room for,
-  // they go before the rest of the group, oldest first.
-  bed.Advance(1);
-  bed.Fault(policy, 1, 52);
-  d = bed.Tick(policy, 46);
-  down = PagesDown(d);
-  ASSERT_GE(down.size(), 5u);
-  for (uint32_t p : down) EXPECT_TRUE(p >= 20 && p <= 51) << "page " << p << " went";
-  EXPECT_EQ(down.front(), 20u);
-}
-
 TEST(PredictivePolicy, AVictimLeavesWholeBlocksInEveryLayerOldestFirst) {
   // Two sessions prefilled together are one group until one returns; made
   // room for one page at a time, the group loses whole blocks in slot
