@@ -10,8 +10,8 @@ namespace {
 
 constexpr uint32_t kWakeTicks = 50;     // re-check predictions this often when idle
 constexpr uint32_t kRerankTicks = 100;  // re-rank untrusted groups this often
-// Blocks populated ahead under pressure take at most 1/kAheadShare of the
-// device budget (in all layers).
+// A first touch under pressure populates at most 1/kAheadShare of the
+// device budget ahead (in all layers).
 constexpr uint64_t kAheadShare = 64;
 constexpr size_t kMaxUnclaimed = size_t{1} << 20;  // populated blocks kept for reclaim
 // A group larger than 1/kWholeGroupShare of the device budget is neither
@@ -276,7 +276,7 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
           // claim it: unclaimed_ keeps them for reclaim (DemoteUnclaimed).
           Fronts& fronts = fronts_[first.id];
           fronts.written = std::max(fronts.written, s.page + 1);
-          // Under pressure, at most 1/kAheadShare of the device in all.
+          // Under pressure, at most 1/kAheadShare of the device each time.
           uint64_t ahead_bytes = options_.populate_ahead_bytes;
           if (!below_low) {
             const uint64_t layer_count = std::max<size_t>(1, layers.size());

@@ -13,7 +13,7 @@
 //     use, so its faults bring back what its kernels read. A block first
 //     touched in one layer is populated in the others (no copy), and so are
 //     the blocks of the next 2 MiB of every layer (a fresh pool is handed
-//     out in order; under pressure, at most 1/64 of the device in all),
+//     out in order; under pressure, at most 1/64 of the device each time),
 //     into free room below the high watermark only: that saves the
 //     population faults of the request's next blocks and the next
 //     request's. The engine writes a block populated ahead without a fault,
