@@ -67,9 +67,11 @@
 //  5. Spills take host pages of off-device groups in the same order when
 //     the host tier passes its high watermark, then pages the device
 //     evicted itself, oldest first, then (a scan, only while the host is
-//     still over its watermark) any host page, least recently used first:
-//     swaps' room demotions of groups still on the device, which neither
-//     list holds, would otherwise keep the host tier full.
+//     still over its watermark, and after one that found too little, not
+//     again for 1, 2, 4, ... up to 1,024 ticks) any host page, least
+//     recently used first: swaps' room demotions of groups still on the
+//     device, which neither list holds, would otherwise keep the host tier
+//     full.
 // A group that loses a page to the device's own eviction (it was full at a
 // fault) while not in use is the victim the policy was too slow to pick: it
 // goes off the device whole. Groups without evidence for idle_ticks become
@@ -91,6 +93,7 @@
 #include <vector>
 
 #include "policies/access_groups.h"
+#include "policies/policy_util.h"
 #include "policies/prefetch.h"
 #include "runtime/policy.h"
 
@@ -285,6 +288,7 @@ class PredictivePolicy : public Policy {
   // Pages the device evicted itself, oldest first: spill candidates when no
   // off-device group has host pages left (their groups may still be in use).
   std::deque<uint64_t> evicted_pages_;
+  ScanBackoff spill_scan_;  // Spill's last resort, a scan of every host page
   std::vector<EpisodeVisit> visits_;
   std::deque<std::pair<uint32_t, GroupId>> recent_;  // (tick, group) of evidence, oldest first
   uint32_t last_rerank_ = 0;

@@ -339,22 +339,25 @@ void PredictivePolicy::Spill(Plan& plan) {
     }
     evicted_pages_.pop_front();
   }
-  if (covered >= want) return;
+  if (covered >= want || !spill_scan_.Due(plan.now)) return;
   // Host pages neither path holds (demoted from a group still on the device,
   // as a swap's room): oldest first. A scan, but only while the host is over
   // its high watermark with nothing else to spill, so that a full host tier
-  // always drains.
-  std::vector<PageRef> pages = MovablePages(plan.view, Tier::kHost);
-  std::sort(pages.begin(), pages.end(), [](const PageRef& a, const PageRef& b) {
-    return a.region->pages[a.page].last_access < b.region->pages[b.page].last_access;
-  });
-  for (const PageRef& p : pages) {
-    if (covered >= want || plan.spill_left < p.region->page_size) return;
-    if (!MaySpill(*p.region, p.region->pages[p.page])) continue;
+  // always drains; paced when it finds less than it wants (a closed spill
+  // gate), so that it is not every tick.
+  const uint64_t need = std::min(want - covered, plan.spill_left);
+  if (need == 0) return;
+  uint64_t found = 0;
+  const auto any = [](const Region&, uint32_t) { return true; };
+  for (const PageRef& p : OldestSpillable(plan.view, need, any)) {
+    if (found >= need || plan.spill_left < p.region->page_size) break;
     plan.out->moves.push_back({p.region->id, p.page, Tier::kDisk, MoveClass::kSpill});
     plan.spill_left -= p.region->page_size;
-    covered += p.region->page_size;
+    found += p.region->page_size;
   }
+  // Enough for this tick (its budget may have been the limit): there may
+  // be more to spill at the next.
+  spill_scan_.Scanned(plan.now, found >= need);
 }
 
 }  // namespace kvtier

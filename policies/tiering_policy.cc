@@ -161,18 +161,16 @@ void TieringPolicy::Spill(const PolicyView& view, uint64_t budget, Decisions* ou
     out->moves.push_back({r->id, KeyPage(key), Tier::kDisk});
     covered += r->page_size;
   }
-  if (covered >= want) return;
+  if (covered >= want || !spill_scan_.Due(view.now)) return;
   // Host pages this policy did not demote (driver evictions): oldest first.
-  std::vector<PageRef> pages = MovablePages(view, Tier::kHost);
-  std::sort(pages.begin(), pages.end(), [](const PageRef& a, const PageRef& b) {
-    return a.region->pages[a.page].last_access < b.region->pages[b.page].last_access;
-  });
-  for (const PageRef& p : pages) {
+  // A scan of every page: paced when it finds too little (see spill_scan_).
+  const auto mine = [this](const Region& r, uint32_t page) { return MaySpill(r, page); };
+  for (const PageRef& p : OldestSpillable(view, want - covered, mine)) {
     if (covered >= want) break;
-    if (!spillable(p.region, p.page)) continue;
     out->moves.push_back({p.region->id, p.page, Tier::kDisk});
     covered += p.region->page_size;
   }
+  spill_scan_.Scanned(view.now, covered >= want);
 }
 
 void TieringPolicy::Decide(const PolicyView& view, Decisions* out) {

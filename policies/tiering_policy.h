@@ -30,6 +30,7 @@
 
 #include "policies/lru.h"
 #include "policies/page_state_map.h"
+#include "policies/policy_util.h"
 #include "policies/prefetch.h"
 #include "runtime/policy.h"
 
@@ -100,6 +101,9 @@ class TieringPolicy : public Policy {
   RegionIndex index_;
   std::deque<Reserved> reserve_;
   std::deque<uint64_t> demoted_;  // PageKeys in demotion order: spill candidates
+  // Spill's scan of every host page, paced: what a fruitless scan leaves
+  // (cost-aware's gate may refuse every page) is not scanned again each tick.
+  ScanBackoff spill_scan_;
   // Where the scan for pages the ranking never saw goes on from: each call
   // looks at a bounded number of pages, so no tick walks them all.
   RegionId unseen_region_ = 0;

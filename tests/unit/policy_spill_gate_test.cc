@@ -6,6 +6,7 @@
 #include <atomic>
 #include <string>
 
+#include "policies/policy_util.h"
 #include "policies/registry.h"
 #include "tests/unit/policy_fixture.h"
 
@@ -49,6 +50,43 @@ TEST_P(SpillGateTest, WithoutAGateAnyHostPageMaySpill) {
   for (int t = 0; t < 4; ++t) bed_.Tick(*policy_, 16, 8, 100);
   EXPECT_LE(bed_.Count(Tier::kHost), 8u * 9 / 10);
 }
+
+// The policies whose last resort is a scan of every host page (lru keeps a
+// queue of them instead).
+class SpillScanTest : public SpillGateTest {};
+
+TEST_P(SpillScanTest, AScanThatFindsNothingToSpillIsPacedAndTheHostStillDrains) {
+  ASSERT_NE(policy_, nullptr);
+  Region& r = bed_.AddRegion("DDHHHHHHHHHHHH");  // 12 host pages
+  r.spill_gate = &sealed_;
+  // A host tier of 8 pages holding 12, and a closed gate: every tick wants
+  // to spill, and a scan of every host page finds none that may go.
+  for (int t = 0; t < 40; ++t) bed_.Tick(*policy_, 16, 8, 100);
+  ASSERT_EQ(bed_.Count(Tier::kDisk), 0u);
+  sealed_.store(true);
+  // By now the scans are paced: the next tick does not look again...
+  bed_.Tick(*policy_, 16, 8, 100);
+  EXPECT_EQ(bed_.Count(Tier::kDisk), 0u) << "a fruitless scan was repeated at once";
+  // ...but one within the longest pause does, and the host drains.
+  uint32_t ticks = 1;
+  while (bed_.Count(Tier::kDisk) == 0 && ticks <= ScanBackoff::kMaxTicks) {
+    bed_.Tick(*policy_, 16, 8, 100);
+    ++ticks;
+  }
+  EXPECT_LE(ticks, ScanBackoff::kMaxTicks);
+  for (int t = 0; t < 4; ++t) bed_.Tick(*policy_, 16, 8, 100);
+  EXPECT_LE(bed_.Count(Tier::kHost), 8u * 9 / 10) << "sealed: the host tier drains to disk";
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, SpillScanTest,
+                         ::testing::Values("predictive", "lfu-aging", "s3fifo", "cost-aware"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (char& c : name) {
+                             if (c == '-') c = '_';
+                           }
+                           return name;
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Policies, SpillGateTest,
                          ::testing::Values("predictive", "lru", "lfu-aging", "s3fifo",
