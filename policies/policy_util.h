@@ -15,8 +15,17 @@ namespace kvtier {
 // Bytes that must leave a tier: used - low once used passes high, else 0.
 uint64_t BytesOverWatermark(const TierUsage& usage);
 
-// Host pages that may go to disk now (neither pinned nor in flight, the
-// backend's MaySpill, and `keep(region, page)`), least recently used first,
+// A host page that may go to disk now: neither pinned nor in flight, and the
+// backend's MaySpill.
+inline bool SpillableNow(const Region& r, uint32_t page) {
+  const PageRecord& rec = r.pages[page];
+  return rec.tier.load(std::memory_order_relaxed) == Tier::kHost &&
+         !(rec.flags.load(std::memory_order_relaxed) & (kPagePinned | kPageInFlight)) &&
+         MaySpill(r, rec);
+}
+
+// Host pages that may go to disk now (SpillableNow, and `keep(region,
+// page)`), least recently used first,
 // as many as cover `bytes` (all of them if they do not): one pass over every
 // page, then a partial sort of those that qualify, so a tier whose pages
 // mostly may not spill costs no sort of them all.
@@ -26,10 +35,7 @@ std::vector<PageRef> OldestSpillable(const PolicyView& view, uint64_t bytes, Kee
   uint64_t smallest = 0;
   for (const RegionPtr& r : *view.regions) {
     for (uint32_t p = 0; p < r->pages.size(); ++p) {
-      const PageRecord& rec = r->pages[p];
-      if (rec.tier.load(std::memory_order_relaxed) != Tier::kHost) continue;
-      if (rec.flags.load(std::memory_order_relaxed) & (kPagePinned | kPageInFlight)) continue;
-      if (!MaySpill(*r, rec) || !keep(*r, p)) continue;
+      if (!SpillableNow(*r, p) || !keep(*r, p)) continue;
       out.push_back({r.get(), p});
       if (smallest == 0 || r->page_size < smallest) smallest = r->page_size;
     }
@@ -61,7 +67,7 @@ class ScanBackoff {
       return;
     }
     not_before_ = now + wait_;
-    wait_ = wait_ * 2 > kMaxTicks ? kMaxTicks : wait_ * 2;
+    wait_ = std::min(wait_ * 2, kMaxTicks);
   }
 
  private:

@@ -307,10 +307,7 @@ void PredictivePolicy::Spill(Plan& plan) {
     bool budget = true;
     const bool done = Walk(spilling_, Order::kSlotMajor, [&](const Region& r, uint32_t page, bool) {
       if (covered >= want) return false;
-      if (TierOf(r, page) != Tier::kHost || !Movable(r.pages[page]) ||
-          !MaySpill(r, r.pages[page])) {
-        return true;
-      }
+      if (!SpillableNow(r, page)) return true;
       if (plan.spill_left < r.page_size) {
         budget = false;
         return false;
@@ -330,8 +327,7 @@ void PredictivePolicy::Spill(Plan& plan) {
     const uint64_t key = evicted_pages_.front();
     Region* r = index_.Find(KeyRegion(key));
     const uint32_t page = KeyPage(key);
-    if (r && page < r->pages.size() && TierOf(*r, page) == Tier::kHost &&
-        Movable(r->pages[page]) && MaySpill(*r, r->pages[page])) {
+    if (r && page < r->pages.size() && SpillableNow(*r, page)) {
       if (plan.spill_left < r->page_size) return;
       plan.out->moves.push_back({r->id, page, Tier::kDisk, MoveClass::kSpill});
       plan.spill_left -= r->page_size;

@@ -147,17 +147,14 @@ void TieringPolicy::Spill(const PolicyView& view, uint64_t budget, Decisions* ou
   uint64_t want = std::min(host.used - host.low, budget);
   want = std::min(want, disk.budget > disk.used ? disk.budget - disk.used : 0);
   uint64_t covered = 0;
-  auto spillable = [&](Region* r, uint32_t page) {
-    const PageRecord& rec = r->pages[page];
-    return rec.tier.load(std::memory_order_relaxed) == Tier::kHost &&
-           !(rec.flags.load(std::memory_order_relaxed) & (kPageInFlight | kPagePinned)) &&
-           kvtier::MaySpill(*r, rec) && MaySpill(*r, page);
+  auto spillable = [&](const Region& r, uint32_t page) {
+    return SpillableNow(r, page) && MaySpill(r, page);
   };
   while (covered < want && !demoted_.empty()) {
     uint64_t key = demoted_.front();
     demoted_.pop_front();
     Region* r = index_.Find(KeyRegion(key));
-    if (!r || KeyPage(key) >= r->pages.size() || !spillable(r, KeyPage(key))) continue;
+    if (!r || KeyPage(key) >= r->pages.size() || !spillable(*r, KeyPage(key))) continue;
     out->moves.push_back({r->id, KeyPage(key), Tier::kDisk});
     covered += r->page_size;
   }
