@@ -125,6 +125,7 @@ void AccessGroups::RecordVisit(GroupId id, uint32_t start) {
 void AccessGroups::EndTick(uint32_t now, std::vector<EpisodeVisit>* visits) {
   visits->clear();
   touched_.clear();
+  written_ = kNoGroup;
   Episode& e = episode_;
   const bool over = e.open && (now - e.last > options_.episode_gap_ticks ||
                                (!pending_.empty() && now - e.start > options_.episode_max_ticks));
@@ -261,6 +262,7 @@ void AccessGroups::Close(uint32_t now, std::vector<EpisodeVisit>* visits) {
     if (GroupOf(key) != kNoGroup) continue;
     if (target == kNoGroup) target = NewGroup();
     Assign(key, target);
+    written_ = target;
   }
   if (owner != kNoGroup) {
     writer_ = owner;

@@ -107,6 +107,10 @@ class AccessGroups {
   bool episode_open() const { return episode_.open; }
   // Groups with evidence in the last EndTick's tick.
   const std::vector<GroupId>& touched() const { return touched_; }
+  // The group that took the first touches of the episode the last EndTick
+  // closed (kNoGroup if none): its last use moved to the episode's end,
+  // though it may not be among touched() (a decode's new blocks).
+  GroupId written() const { return written_; }
 
   GroupId GroupOf(uint64_t slot) const;
   AccessGroup& group(GroupId id) { return groups_[id]; }
@@ -182,6 +186,7 @@ class AccessGroups {
   Episode episode_;
   GroupId shared_ = kNoGroup;
   std::vector<GroupId> touched_;  // groups with evidence this tick
+  GroupId written_ = kNoGroup;    // took the closed episode's first touches
   GroupId writer_ = kNoGroup;     // the session being written
   uint32_t writer_last_ = 0;      // its last first touch
   bool writer_prefilling_ = false;  // its last episode wrote a burst (a prefill)

@@ -341,6 +341,14 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
       Rank(g, Where::kDevice, now);
     }
   }
+  // The group that took an episode's new blocks (a decode's, which join the
+  // session being written) was used at the episode's end, with no evidence
+  // of its own: it is probed from then on too, or its next use, served from
+  // the device, would go unseen.
+  if (const GroupId w = groups_.written(); groups_.Alive(w)) {
+    recent_.emplace_back(groups_.group(w).last_active, w);
+    if (place_[w].where == Where::kDevice && place_[w].idle) Rank(w, Where::kDevice, now);
+  }
   for (GroupId g : groups_.TakeFreed()) {
     Drop(g);
     place_[g] = Place{};

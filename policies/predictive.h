@@ -40,7 +40,9 @@
 //     is active_ticks old gets a probe, and so does every recently used one
 //     at once when another group comes back: its marker page is demoted,
 //     and an engine still reading the group faults it back within a step
-//     (tens of microseconds) and keeps the group in use. A probe without a
+//     (tens of microseconds) and keeps the group in use. A group that took
+//     new blocks (a decode's, which fault nothing else) was used then too,
+//     and is probed from then on. A probe without a
 //     fault for probe_ticks, or idle_ticks without evidence, makes the group
 //     idle; until then a group with evidence in active_ticks is in use.
 //  4. Victims are whole idle groups, demoted page by page as room is needed,

@@ -51,6 +51,25 @@ TEST(AccessGroups, APrefillAndItsDecodeAreOneGroupTheNextPromptAnother) {
   EXPECT_EQ(b.groups.group(b.Of(1000)).live, 400u);
 }
 
+TEST(AccessGroups, TheGroupThatTakesADecodesNewBlocksIsReportedWritten) {
+  Bed b;
+  b.Touch(10, 0, 512, true);  // a prompt
+  b.Tick(20);                 // its episode closes: a new group, written
+  const GroupId a = b.Of(0);
+  EXPECT_EQ(b.groups.written(), a);
+  b.Tick(21);  // nothing new
+  EXPECT_EQ(b.groups.written(), kNoGroup);
+  // A decode's new block, no fault: it joins the session, whose use moved to
+  // the episode's end without any evidence on its own slots.
+  b.Touch(60, 512, 1, true);
+  EXPECT_TRUE(b.groups.touched().empty());
+  EXPECT_EQ(b.groups.written(), kNoGroup) << "the episode is still open";
+  b.Tick(70);
+  EXPECT_EQ(b.Of(512), a);
+  EXPECT_EQ(b.groups.written(), a);
+  EXPECT_EQ(b.groups.group(a).last_active, 60u);
+}
+
 TEST(AccessGroups, AReturnIsAVisitAndIntervalsFollow) {
   Bed b;
   b.Touch(1, 0, 100, true);

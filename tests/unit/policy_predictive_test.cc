@@ -145,6 +145,41 @@ TEST(PredictivePolicy, AGroupIdleByItsAgeLeavesAMarkerSoThatItsNextUseIsSeen) {
   EXPECT_LE(bed.Count(Tier::kDevice), 5u);
 }
 
+// A session's decode writes new blocks, which join its group, and reads its
+// resident ones without a fault. Its group was used then: it is probed from
+// then on as after any evidence, so that its next use, served from the
+// device, faults the marker and is seen.
+TEST(PredictivePolicy, AGroupThatTookADecodesNewBlocksLeavesAMarkerSoThatItsNextUseIsSeen) {
+  PolicyBed bed;
+  bed.AddRegion(std::string(10, 'U'));
+  PredictiveOptions o;
+  o.populate_ahead_bytes = 0;  // every new block first touched with a fault
+  PredictivePolicy policy(o);
+  FaultPages(bed, policy, 1, {0, 1, 2, 3});  // A's prompt at tick 1
+  TickAt(bed, policy, 1, 100);
+  bed.Advance(50 - bed.now());
+  bed.Fault(policy, 1, 4);  // A's decode writes a block at tick 50: a trickle, it joins A
+  TickAt(bed, policy, 50, 100);
+  FaultPages(bed, policy, 1, {5, 6, 7, 8});  // B's prompt at tick 1,000
+  TickAt(bed, policy, 1'000, 100);
+  // Under pressure (9 on 11 pages), both idle by age: each leaves its
+  // latest block's page off the device.
+  TickAt(bed, policy, 5'000, 11);
+  ASSERT_NE(bed.region(1).pages[4].tier.load(), Tier::kDevice) << "A's marker";
+  ASSERT_NE(bed.region(1).pages[8].tier.load(), Tier::kDevice) << "B's marker";
+  // A is read again: its resident pages do not fault, its marker does.
+  bed.Advance(10);
+  for (uint32_t p = 0; p < 5; ++p) {
+    if (bed.region(1).pages[p].tier.load() != Tier::kDevice) bed.Fault(policy, 1, p);
+  }
+  // Tighter (8 on 7 pages): B, used longer ago, is the victim, not A.
+  TickAt(bed, policy, bed.now() + 10, 7);
+  for (uint32_t p = 0; p < 5; ++p) {
+    EXPECT_EQ(bed.region(1).pages[p].tier.load(), Tier::kDevice) << "A's page " << p;
+  }
+  EXPECT_LE(bed.Count(Tier::kDevice), 6u);
+}
+
 TEST(PredictivePolicy, AGroupThatLostAPageToTheDevicesEvictionGoesWhole) {
   PolicyBed bed;
   PredictivePolicy policy;
@@ -231,12 +266,14 @@ TEST(PredictivePolicy, BlocksPopulatedAheadThatTheEngineHandedOutGoFirst) {
   // Under pressure (66 on 43 pages: down to 32), long after: the blocks
   // handed out, that no group claimed, leave first, then the idle groups'
   // pages; the blocks the engine has not reached yet stay, as the room it
-  // is about to write.
+  // is about to write. (The group, idle by its age, first leaves its marker
+  // off the device: its latest block, 33.)
   bed.Advance(5'000 - bed.now());
   Decisions d = TickAt(bed, policy, bed.now(), 43);
   std::vector<uint32_t> down = PagesDown(d);
   ASSERT_GE(down.size(), 34u);
-  for (size_t i = 0; i < 32; ++i) {
+  EXPECT_EQ(down[0], 33u) << "the group's marker";
+  for (size_t i = 1; i <= 32; ++i) {
     EXPECT_TRUE(down[i] >= 1 && down[i] <= 32) << "page " << down[i] << " went " << i + 1 << "th";
   }
   EXPECT_EQ(bed.region(1).pages[0].tier.load(), Tier::kHost);
