@@ -51,6 +51,15 @@ TEST_P(SpillGateTest, WithoutAGateAnyHostPageMaySpill) {
   EXPECT_LE(bed_.Count(Tier::kHost), 8u * 9 / 10);
 }
 
+// A policy's name as a test name ("lfu-aging" -> "lfu_aging").
+std::string PolicyTestName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  for (char& c : name) {
+    if (c == '-') c = '_';
+  }
+  return name;
+}
+
 // The policies whose last resort is a scan of every host page (lru keeps a
 // queue of them instead).
 class SpillScanTest : public SpillGateTest {};
@@ -80,24 +89,12 @@ TEST_P(SpillScanTest, AScanThatFindsNothingToSpillIsPacedAndTheHostStillDrains) 
 
 INSTANTIATE_TEST_SUITE_P(Policies, SpillScanTest,
                          ::testing::Values("predictive", "lfu-aging", "s3fifo", "cost-aware"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           for (char& c : name) {
-                             if (c == '-') c = '_';
-                           }
-                           return name;
-                         });
+                         PolicyTestName);
 
 INSTANTIATE_TEST_SUITE_P(Policies, SpillGateTest,
                          ::testing::Values("predictive", "lru", "lfu-aging", "s3fifo",
                                            "cost-aware"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           for (char& c : name) {
-                             if (c == '-') c = '_';
-                           }
-                           return name;
-                         });
+                         PolicyTestName);
 
 }  // namespace
 }  // namespace kvtier
