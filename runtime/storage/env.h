@@ -50,8 +50,13 @@ class IoQueue {
   // Starts the requests. The caller keeps at most depth() in flight.
   virtual Status Submit(const IoRequest* reqs, size_t count) = 0;
   // Waits until at least `min` completions are available (min must not
-  // exceed the requests in flight) and appends every available one to out.
+  // exceed the requests in flight), or until the wake descriptor (below)
+  // is written, and appends every available one to out.
   virtual Status Wait(size_t min, std::vector<IoCompletion>* out) = 0;
+  // An eventfd that another thread writes to end a Wait early (new work
+  // for the queue's owner). The queue reads it empty when it fires. A
+  // queue whose Wait never blocks (pread) ignores it.
+  virtual Status SetWakeFd(int fd) { return Status::Ok(); }
 };
 
 class Env {

@@ -35,6 +35,7 @@ class FaultQueue final : public IoQueue {
   Status RegisterBuffers(const struct iovec* iovs, unsigned count) override {
     return base_->RegisterBuffers(iovs, count);
   }
+  Status SetWakeFd(int fd) override { return base_->SetWakeFd(fd); }
 
   Status Submit(const IoRequest* reqs, size_t count) override {
     in_flight_ += count;
@@ -43,6 +44,7 @@ class FaultQueue final : public IoQueue {
     pass.reserve(count);
     for (size_t i = 0; i < count; ++i) {
       IoRequest r = reqs[i];
+      env_->NoteRequest(r);
       After after;
       after.slow = env_->Fires(Fault::kSlow);
       if (after.slow) env_->Count(Fault::kSlow);
@@ -139,6 +141,12 @@ class FaultQueue final : public IoQueue {
 };
 
 }  // namespace
+
+void FaultEnv::NoteRequest(const IoRequest& r) {
+  const int k = r.kind == IoKind::kRead ? 0 : 1;
+  requests_[k].fetch_add(1);
+  request_bytes_[k].fetch_add(r.len);
+}
 
 void FaultEnv::NoteInFlight(uint64_t n) {
   uint64_t seen = max_in_flight_.load();

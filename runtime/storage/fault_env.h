@@ -91,6 +91,12 @@ class FaultEnv final : public Env {
   // The most requests one queue had submitted and not yet completed at once
   // (whether spills and restores really overlap).
   uint64_t max_in_flight() const { return max_in_flight_.load(); }
+  // Requests of `kind` submitted through this Env's queues, and their bytes
+  // (how many reads a restore took).
+  uint64_t requests(IoKind kind) const { return requests_[kind == IoKind::kRead ? 0 : 1].load(); }
+  uint64_t request_bytes(IoKind kind) const {
+    return request_bytes_[kind == IoKind::kRead ? 0 : 1].load();
+  }
 
   Status CreateDir(const std::string& dir) override { return base_->CreateDir(dir); }
   Result<int> OpenTmpFile(const std::string& dir, bool direct) override;
@@ -109,6 +115,7 @@ class FaultEnv final : public Env {
   // A slow request's completion: sleeps the slow delay, or is held.
   void SlowCompletion() EXCLUDES(hold_mu_);
   void NoteInFlight(uint64_t n);
+  void NoteRequest(const IoRequest& r);
 
  private:
   struct Rule {
@@ -134,6 +141,8 @@ class FaultEnv final : public Env {
   std::atomic<bool> manual_clock_{false};
   std::atomic<uint64_t> clock_ns_{0};
   std::atomic<uint64_t> max_in_flight_{0};
+  std::atomic<uint64_t> requests_[2] = {0, 0};  // reads, writes
+  std::atomic<uint64_t> request_bytes_[2] = {0, 0};
 };
 
 }  // namespace kvtier

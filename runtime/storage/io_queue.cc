@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <liburing.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -25,8 +26,9 @@ class UringQueue final : public IoQueue {
     // the flag, so retry without it.
     struct io_uring_params params = {};
     params.flags = IORING_SETUP_COOP_TASKRUN;
-    int rc = io_uring_queue_init_params(depth_, &ring_, &params);
-    if (rc == -EINVAL) rc = io_uring_queue_init(depth_, &ring_, 0);
+    // One entry more than the depth: the wake descriptor's poll.
+    int rc = io_uring_queue_init_params(depth_ + 1, &ring_, &params);
+    if (rc == -EINVAL) rc = io_uring_queue_init(depth_ + 1, &ring_, 0);
     if (rc < 0) return Status::Errorf("io_uring_queue_init(%u entries): %s", depth_, strerror(-rc));
     ready_ = true;
     return Status::Ok();
@@ -76,20 +78,44 @@ class UringQueue final : public IoQueue {
     return Flush();
   }
 
+  Status SetWakeFd(int fd) override {
+    wake_fd_ = fd;
+    return ArmWake();
+  }
+
   Status Wait(size_t min, std::vector<IoCompletion>* out) override {
     size_t got = 0;
     for (;;) {
       struct io_uring_cqe* cqe;
       unsigned head;
       unsigned seen = 0;
+      bool fired = false;
       io_uring_for_each_cqe(&ring_, head, cqe) {
-        out->push_back({io_uring_cqe_get_data64(cqe), cqe->res});
+        if (io_uring_cqe_get_data64(cqe) == kWakeTag) {
+          fired = true;
+        } else {
+          out->push_back({io_uring_cqe_get_data64(cqe), cqe->res});
+          ++got;
+        }
         ++seen;
       }
       io_uring_cq_advance(&ring_, seen);
-      got += seen;
+      if (fired) {
+        uint64_t count;
+        while (read(wake_fd_, &count, sizeof count) < 0 && errno == EINTR) {
+        }
+        if (Status st = ArmWake(); !st.ok()) return st;
+        woken_ = true;
+      }
       if (got >= min) return Status::Ok();
-      int rc = io_uring_wait_cqe_nr(&ring_, &cqe, static_cast<unsigned>(min - got));
+      // A wake seen by a Wait(0) ends the next blocking Wait.
+      if (woken_) {
+        woken_ = false;
+        return Status::Ok();
+      }
+      // With a wake descriptor its poll's completion ends the wait too.
+      const unsigned need = wake_fd_ >= 0 ? 1 : static_cast<unsigned>(min - got);
+      int rc = io_uring_wait_cqe_nr(&ring_, &cqe, need);
       if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -ETIME) {
         return Status::Errorf("io_uring wait: %s", strerror(-rc));
       }
@@ -106,7 +132,24 @@ class UringQueue final : public IoQueue {
     }
   }
 
+  // user_data of the wake descriptor's poll (requests' are lane numbers).
+  static constexpr uint64_t kWakeTag = ~uint64_t{0};
+
+  Status ArmWake() {
+    struct io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (sqe == nullptr) {
+      if (Status st = Flush(); !st.ok()) return st;
+      sqe = io_uring_get_sqe(&ring_);
+      if (sqe == nullptr) return Status::Error("io_uring: no room for the wake poll");
+    }
+    io_uring_prep_poll_add(sqe, wake_fd_, POLLIN);
+    io_uring_sqe_set_data64(sqe, kWakeTag);
+    return Flush();
+  }
+
   const unsigned depth_;
+  int wake_fd_ = -1;
+  bool woken_ = false;  // the wake descriptor fired since a blocking Wait returned
   struct io_uring ring_ = {};
   bool ready_ = false;
 };

@@ -62,6 +62,20 @@ void SpillBatch::AddRead(uint32_t slot, void* dst, size_t len, uint64_t checksum
   queued_.push_back(op);
 }
 
+void SpillBatch::AddReadRun(uint32_t slot, uint32_t pages, void* dst, const uint64_t* checksums,
+                            uint64_t tag) {
+  Op op;
+  op.kind = IoKind::kRead;
+  op.dst = dst;
+  op.len = size_t{pages} * store_->page_size();
+  op.tag = tag;
+  op.slot = slot;
+  op.pages = pages;
+  op.checksums = checksums;
+  op.checksum = pages > 0 && checksums ? checksums[0] : 0;
+  queued_.push_back(op);
+}
+
 void SpillBatch::Submit() {
   std::vector<IoRequest> reqs;
   std::vector<unsigned> unhashed;  // zero-copy writes, hashed once submitted below
@@ -135,6 +149,22 @@ Status SpillBatch::Wait(size_t min, std::vector<SpillCompletion>* out) {
   return Status::Ok();
 }
 
+Status SpillBatch::WaitAny(std::vector<SpillCompletion>* out) {
+  Submit();
+  if (done_.empty() && in_flight_ > 0) {
+    // Returns after a completion or a wake; refills the queue either way.
+    Status st = Pump(true);
+    if (!st.ok()) {
+      TakeDone(out);
+      return st.Annotate("spill I/O queue (" + store_->file_description() + ")");
+    }
+  }
+  TakeDone(out);
+  return Status::Ok();
+}
+
+Status SpillBatch::SetWakeFd(int fd) { return queue_->SetWakeFd(fd); }
+
 void SpillBatch::TakeDone(std::vector<SpillCompletion>* out) {
   for (SpillCompletion& c : done_) out->push_back(std::move(c));
   done_.clear();
@@ -207,7 +237,9 @@ void SpillBatch::Start(Op op, unsigned lane, std::vector<IoRequest>* reqs) {
   c.tag = op.tag;
   c.kind = op.kind;
   size_t page = store_->page_size();
-  if (op.len == 0 || op.len > page) {
+  if (op.len == 0 || op.len > page * op.pages || op.pages == 0 ||
+      (op.pages > 1 &&
+       (op.kind != IoKind::kRead || op.checksums == nullptr || op.len != page * op.pages))) {
     c.status = Status::Errorf("spill request of %zu bytes: must be 1..%zu bytes (the page size)",
                               op.len, page);
     if (op.kind == IoKind::kRead) c.failure = ReadFailure::kBadRequest;
@@ -222,13 +254,21 @@ void SpillBatch::Start(Op op, unsigned lane, std::vector<IoRequest>* reqs) {
     op.slot = slot.value();
     op.bounce = NeedsBounce(op.kind, op.src, op.len);
   } else {
-    if (!store_->SlotInUse(op.slot)) {
-      c.status = Status::Errorf(
-          "restore of spill slot %u: the slot is not in use (freed or never written)", op.slot);
+    for (uint32_t i = 0; i < op.pages; ++i) {
+      if (!store_->SlotInUse(op.slot + i)) {
+        c.status = Status::Errorf(
+            "restore of spill slot %u: the slot is not in use (freed or never written)",
+            op.slot + i);
+        c.failure = ReadFailure::kBadRequest;
+        return Complete(lane, std::move(c));
+      }
+    }
+    op.bounce = NeedsBounce(op.kind, op.dst, op.len);
+    if (op.bounce && op.pages > 1) {
+      c.status = Status::Error("a run of restores needs an aligned destination read directly");
       c.failure = ReadFailure::kBadRequest;
       return Complete(lane, std::move(c));
     }
-    op.bounce = NeedsBounce(op.kind, op.dst, op.len);
   }
   if (op.bounce) {
     Status st = EnsureBounce();
@@ -304,10 +344,19 @@ bool SpillBatch::CheckRead(const Op& op, const uint8_t* data, int64_t result, Re
   Counters& k = *store_->counters_;
   char text[160];
   if (result == op.io_len) {
-    uint64_t sum = PageChecksum(data, op.len);
-    if (sum == op.checksum) {
+    // A run is verified page by page; the first page that does not match
+    // fails it.
+    const size_t page = op.pages > 1 ? store_->page_size() : op.len;
+    uint32_t bad = 0;
+    uint64_t sum = PageChecksum(data, page);
+    while (bad + 1 < op.pages && sum == op.checksums[bad]) {
+      ++bad;
+      sum = PageChecksum(data + size_t{bad} * page, page);
+    }
+    const uint64_t expected = op.pages > 1 ? op.checksums[bad] : op.checksum;
+    if (sum == expected) {
       if (op.bounce) memcpy(op.dst, data, op.len);
-      Counters::Add(k.restored_pages);
+      Counters::Add(k.restored_pages, op.pages);
       Counters::Add(k.restored_bytes, op.len);
       SpillCompletion c;
       c.tag = op.tag;
@@ -319,8 +368,10 @@ bool SpillBatch::CheckRead(const Op& op, const uint8_t* data, int64_t result, Re
     Counters::Add(k.checksum_mismatches);
     *why = ReadFailure::kCorruption;
     snprintf(text, sizeof text,
-             "XXH3 checksum %016llx does not match the %016llx recorded at spill",
-             static_cast<unsigned long long>(sum), static_cast<unsigned long long>(op.checksum));
+             "XXH3 checksum %016llx%s does not match the %016llx recorded at spill",
+             static_cast<unsigned long long>(sum),
+             op.pages > 1 ? (" of slot " + std::to_string(op.slot + bad)).c_str() : "",
+             static_cast<unsigned long long>(expected));
   } else {
     Counters::Add(k.restore_errors);
     *why = ReadFailure::kIoError;
@@ -384,9 +435,11 @@ void SpillBatch::FinishWrite(unsigned lane, int64_t result) {
 }
 
 std::string SpillBatch::Where(const Op& op) const {
-  return "spill slot " + std::to_string(op.slot) + " (offset " +
-         std::to_string(store_->SlotOffset(op.slot)) + " of the " + store_->file_description() +
-         ", " + std::to_string(op.len) + " bytes)";
+  const std::string slots = op.pages > 1 ? "spill slots " + std::to_string(op.slot) + ".." +
+                                               std::to_string(op.slot + op.pages - 1)
+                                         : "spill slot " + std::to_string(op.slot);
+  return slots + " (offset " + std::to_string(store_->SlotOffset(op.slot)) + " of the " +
+         store_->file_description() + ", " + std::to_string(op.len) + " bytes)";
 }
 
 void SpillBatch::Complete(unsigned lane, SpillCompletion c) {

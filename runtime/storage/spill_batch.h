@@ -38,6 +38,14 @@ class SpillBatch {
   void AddWrite(const void* src, size_t len, uint64_t tag);
   // Queues a restore of `slot` into dst (see SpillStore::Read).
   void AddRead(uint32_t slot, void* dst, size_t len, uint64_t checksum, uint64_t tag);
+  // Queues one read of `pages` whole pages from slots slot..slot+pages-1
+  // into dst (page aligned, pages x the page size), each verified against
+  // checksums[i] (kept by the caller until the completion); a page that does
+  // not match has the whole run read again once. One completion for the
+  // run; a run the store would bounce fails at once as kBadRequest (read its
+  // pages one by one then).
+  void AddReadRun(uint32_t slot, uint32_t pages, void* dst, const uint64_t* checksums,
+                  uint64_t tag);
   // Starts queued requests, up to the queue depth in flight; does not wait.
   // (Where io_uring is refused the pread queue runs them here.)
   void Submit();
@@ -47,6 +55,11 @@ class SpillBatch {
   // appended; drop the batch then).
   Status Wait(size_t min, std::vector<SpillCompletion>* out);
   Status WaitAll(std::vector<SpillCompletion>* out) { return Wait(outstanding(), out); }
+  // Waits until a request completes or the wake descriptor is written (new
+  // work for the caller), then appends every completed one (maybe none).
+  Status WaitAny(std::vector<SpillCompletion>* out);
+  // The eventfd that ends a WaitAny early (see IoQueue::SetWakeFd).
+  Status SetWakeFd(int fd);
   // Queued + in flight + completed but not yet returned by Wait.
   size_t outstanding() const { return queued_.size() + in_flight_ + done_.size(); }
   unsigned depth() const { return depth_; }
@@ -60,7 +73,9 @@ class SpillBatch {
     size_t len = 0;
     uint64_t tag = 0;
     uint32_t slot = 0;
-    uint64_t checksum = 0;  // read: expected; write: computed
+    uint64_t checksum = 0;                // read: expected; write: computed
+    uint32_t pages = 1;                   // read: whole pages of a run (AddReadRun)
+    const uint64_t* checksums = nullptr;  // a run's, one per page
     int attempts = 0;
     bool bounce = false;  // the I/O goes through bounce_[lane]
     uint32_t io_len = 0;  // len rounded up for O_DIRECT

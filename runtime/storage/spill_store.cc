@@ -42,6 +42,7 @@ Result<std::unique_ptr<SpillStore>> SpillStore::Create(const SpillStoreConfig& c
   if (!st.ok()) return st;
   Counters::Set(store->counters_->disk_budget_bytes, uint64_t{store->max_slots_} * page);
   Counters::Set(store->counters_->disk_used_bytes, 0);
+  Counters::Set(store->counters_->disk_copy_bytes, 0);
   Counters::Set(store->counters_->disk_degraded, 0);
   return store;
 }
@@ -173,10 +174,13 @@ Result<std::unique_ptr<IoQueue>> SpillStore::NewQueue(unsigned depth) {
   return env_->NewSyncQueue(depth);
 }
 
-Result<std::unique_ptr<SpillBatch>> SpillStore::NewBatch() {
-  Result<std::unique_ptr<IoQueue>> q = NewQueue(config_.queue_depth);
+Result<std::unique_ptr<SpillBatch>> SpillStore::NewBatch() { return NewBatch(config_.queue_depth); }
+
+Result<std::unique_ptr<SpillBatch>> SpillStore::NewBatch(unsigned depth) {
+  depth = std::clamp(depth, 1u, 256u);
+  Result<std::unique_ptr<IoQueue>> q = NewQueue(depth);
   if (!q.ok()) return q.status();
-  std::unique_ptr<SpillBatch> batch(new SpillBatch(this, std::move(q).value(), config_.queue_depth));
+  std::unique_ptr<SpillBatch> batch(new SpillBatch(this, std::move(q).value(), depth));
   // Set the bounce buffers up now, not in the first request's time.
   if (Bounces(IoKind::kWrite) || Bounces(IoKind::kRead)) {
     if (Status st = batch->EnsureBounce(); !st.ok()) return st;
@@ -266,10 +270,18 @@ Result<uint32_t> SpillStore::AcquireSlot() {
                          "); next try in " + std::to_string((retry_at_ns_ - now) / 1000000) +
                          " ms; the page stays in host memory");
   }
+  // Next fit (see the header): on from the cursor; back to the start of
+  // the file while more than a quarter of it is free, else the file grows.
+  const uint32_t free_in_file = next_slot_ - used_slots_;
+  while (cursor_ < next_slot_ && in_use_[cursor_]) ++cursor_;
+  if (cursor_ == next_slot_ && free_in_file > 0 &&
+      (free_in_file > next_slot_ / 4 || next_slot_ >= max_slots_)) {
+    cursor_ = 0;
+    while (in_use_[cursor_]) ++cursor_;  // one is free
+  }
   uint32_t slot;
-  if (!free_.empty()) {
-    slot = free_.back();
-    free_.pop_back();
+  if (cursor_ < next_slot_) {
+    slot = cursor_++;
   } else {
     if (next_slot_ >= max_slots_) {
       return Status::Errorf(
@@ -303,7 +315,9 @@ Result<uint32_t> SpillStore::AcquireSlot() {
       file_bytes_ += grow;
     }
     slot = next_slot_++;
+    cursor_ = next_slot_;
     in_use_.push_back(false);
+    copy_.push_back(false);
   }
   in_use_[slot] = true;
   ++used_slots_;
@@ -314,10 +328,10 @@ void SpillStore::ReleaseSlot(uint32_t slot) {
   MutexLock lock(&mu_);
   in_use_[slot] = false;
   --used_slots_;
-  free_.push_back(slot);
 }
 
 void SpillStore::Free(uint32_t slot) {
+  bool copy;
   {
     MutexLock lock(&mu_);
     if (slot >= in_use_.size() || !in_use_[slot]) {
@@ -329,9 +343,35 @@ void SpillStore::Free(uint32_t slot) {
     }
     in_use_[slot] = false;
     --used_slots_;
-    free_.push_back(slot);
+    copy = copy_[slot];
+    if (copy) {
+      copy_[slot] = false;
+      --copy_slots_;
+    }
+  }
+  Counters::Sub(copy ? counters_->disk_copy_bytes : counters_->disk_used_bytes, config_.page_size);
+}
+
+void SpillStore::KeepAsCopy(uint32_t slot) {
+  {
+    MutexLock lock(&mu_);
+    if (slot >= in_use_.size() || !in_use_[slot] || copy_[slot]) return;
+    copy_[slot] = true;
+    ++copy_slots_;
   }
   Counters::Sub(counters_->disk_used_bytes, config_.page_size);
+  Counters::Add(counters_->disk_copy_bytes, config_.page_size);
+}
+
+void SpillStore::Reuse(uint32_t slot) {
+  {
+    MutexLock lock(&mu_);
+    if (slot >= in_use_.size() || !in_use_[slot] || !copy_[slot]) return;
+    copy_[slot] = false;
+    --copy_slots_;
+  }
+  Counters::Sub(counters_->disk_copy_bytes, config_.page_size);
+  Counters::Add(counters_->disk_used_bytes, config_.page_size);
 }
 
 bool SpillStore::Bounces(IoKind kind) const {
@@ -347,6 +387,11 @@ bool SpillStore::SlotInUse(uint32_t slot) const {
 uint32_t SpillStore::used_slots() const {
   MutexLock lock(&mu_);
   return used_slots_;
+}
+
+uint32_t SpillStore::copy_slots() const {
+  MutexLock lock(&mu_);
+  return copy_slots_;
 }
 
 void SpillStore::OnWriteDone(size_t len) {

@@ -4,6 +4,17 @@
 // verifies. I/O is io_uring with O_DIRECT where the kernel and file system
 // allow it, else buffered and/or pread/pwrite (io_mode() says which).
 //
+// Slots are handed out next-fit: the first free slot at or after a cursor
+// that moves on with every allocation, so pages written one after another
+// sit side by side in the file and come back in few large reads; the file
+// grows only when a quarter of it or less is free, else the cursor wraps.
+//
+// A slot may hold the only copy of a page (the page is on the disk tier:
+// disk_used_bytes) or a spare copy of a page that is back in memory and
+// unchanged since (KeepAsCopy: disk_copy_bytes), which lets the page leave
+// memory again without a write (Reuse). Spare copies are the owner's to give
+// back when slots run short.
+//
 // Nothing is lost: a failed spill write leaves the page with its owner (the
 // caller keeps the host copy), counts spill_errors and puts the store in a
 // degraded mode with exponential backoff; a restore that fails or mismatches
@@ -115,6 +126,12 @@ class SpillStore {
               ReadFailure* failure = nullptr);
   // Returns the slot to the free list. The next Write may reuse it.
   void Free(uint32_t slot);
+  // The page read back from `slot` stays unchanged in memory for now: the
+  // slot becomes a spare copy of it (disk_used_bytes -> disk_copy_bytes).
+  void KeepAsCopy(uint32_t slot);
+  // The page left memory again without a write: its spare copy in `slot`
+  // is its only copy once more (disk_copy_bytes -> disk_used_bytes).
+  void Reuse(uint32_t slot);
 
   // In a fork child only, before CloseInForkChild: reads a whole page of
   // `slot` into page-aligned dst with pread (the parent's io_uring queues
@@ -126,8 +143,10 @@ class SpillStore {
   // long-lived child holds none of the parent's disk space.
   void CloseInForkChild();
 
-  // A pipelined batch with queue_depth requests in flight, for the mover.
+  // A pipelined batch with queue_depth requests in flight (or `depth`), for
+  // the mover and the restore pipeline.
   Result<std::unique_ptr<SpillBatch>> NewBatch();
+  Result<std::unique_ptr<SpillBatch>> NewBatch(unsigned depth);
 
   // False while the store backs off after a write error (then Write fails
   // at once); true again from the retry time on. A success clears it.
@@ -139,7 +158,9 @@ class SpillStore {
   const char* io_mode() const;
   size_t page_size() const { return config_.page_size; }
   uint32_t capacity_slots() const { return max_slots_; }
+  // Slots holding a page's only copy or a spare one; spare ones alone.
   uint32_t used_slots() const;
+  uint32_t copy_slots() const;
   // Names the spill file in messages ("unlinked O_TMPFILE in /var/tmp/kvtier, fd 7").
   const std::string& file_description() const { return file_desc_; }
   Env* env() const { return env_; }
@@ -177,10 +198,12 @@ class SpillStore {
   uint32_t max_slots_ = 0;
 
   mutable Mutex mu_;
-  std::vector<uint32_t> free_ GUARDED_BY(mu_);  // LIFO: reuse warm slots first
   std::vector<bool> in_use_ GUARDED_BY(mu_);
+  std::vector<bool> copy_ GUARDED_BY(mu_);  // in use as a spare copy (KeepAsCopy)
   uint32_t next_slot_ GUARDED_BY(mu_) = 0;  // slots >= this were never used
+  uint32_t cursor_ GUARDED_BY(mu_) = 0;     // next-fit: where the next search starts
   uint32_t used_slots_ GUARDED_BY(mu_) = 0;
+  uint32_t copy_slots_ GUARDED_BY(mu_) = 0;
   uint64_t file_bytes_ GUARDED_BY(mu_) = 0;  // bytes reserved with fallocate
   bool degraded_ GUARDED_BY(mu_) = false;
   uint64_t retry_at_ns_ GUARDED_BY(mu_) = 0;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "runtime/storage/fault_env.h"
+#include "runtime/storage/page_io.h"
 #include "runtime/storage/spill_batch.h"
 #include "storage_test_util.h"
 
@@ -180,6 +181,137 @@ TEST(SpillStoreTest, FreedSlotsAreReused) {
   Status st = store->Read(slots[0], back.data(), back.size(), 0, &why);
   EXPECT_FALSE(st.ok());
   EXPECT_EQ(why, ReadFailure::kBadRequest) << st.message();
+}
+
+TEST(SpillStoreTest, SlotsAreHandedOutNextFitSoPagesWrittenTogetherSitTogether) {
+  TempDir tmp;
+  ASSERT_TRUE(tmp.ok());
+  Counters c;
+  auto store = MakeStore(SmallConfig(tmp.path(), 16), &c);
+  ASSERT_NE(store, nullptr);
+  std::vector<uint8_t> p = Pattern(kTestPage, 6);
+  auto write = [&] {
+    Result<SpillSlot> s = store->Write(p.data(), p.size());
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    return s.ok() ? s.value().index : ~0u;
+  };
+  for (uint32_t i = 0; i < 8; ++i) EXPECT_EQ(write(), i);
+  // Holes behind the cursor: while more than a quarter of the file is free
+  // the cursor wraps and fills them in order; a freed slot is not taken
+  // back at once (LIFO would scatter a run of pages written together).
+  for (uint32_t i : {1u, 2u, 3u, 5u}) store->Free(i);
+  EXPECT_EQ(write(), 1u);
+  EXPECT_EQ(write(), 2u);
+  store->Free(0);
+  EXPECT_EQ(write(), 3u) << "the cursor moves on past the slot just freed";
+  EXPECT_EQ(write(), 5u);
+  // Two free slots of eight (0 and 7 past the end is none): a quarter, so
+  // the file grows rather than the cursor going back for slot 0.
+  EXPECT_EQ(write(), 8u);
+  EXPECT_EQ(store->used_slots(), 8u);
+}
+
+TEST(SpillStoreTest, SpareCopiesAreAccountedApartFromOnlyCopies) {
+  TempDir tmp;
+  ASSERT_TRUE(tmp.ok());
+  Counters c;
+  auto store = MakeStore(SmallConfig(tmp.path(), 8), &c);
+  ASSERT_NE(store, nullptr);
+  std::vector<uint8_t> p = Pattern(kTestPage, 7);
+  std::vector<uint32_t> slots;
+  for (int i = 0; i < 3; ++i) {
+    Result<SpillSlot> s = store->Write(p.data(), p.size());
+    ASSERT_TRUE(s.ok());
+    slots.push_back(s.value().index);
+  }
+  EXPECT_EQ(Counters::Get(c.disk_used_bytes), 3 * kTestPage);
+  store->KeepAsCopy(slots[0]);
+  store->KeepAsCopy(slots[1]);
+  store->KeepAsCopy(slots[1]);  // twice: counted once
+  EXPECT_EQ(store->used_slots(), 3u);
+  EXPECT_EQ(store->copy_slots(), 2u);
+  EXPECT_EQ(Counters::Get(c.disk_used_bytes), kTestPage);
+  EXPECT_EQ(Counters::Get(c.disk_copy_bytes), 2 * kTestPage);
+  store->Reuse(slots[0]);  // the page left memory again, unwritten
+  store->Reuse(slots[2]);  // not a copy: nothing changes
+  EXPECT_EQ(store->copy_slots(), 1u);
+  EXPECT_EQ(Counters::Get(c.disk_used_bytes), 2 * kTestPage);
+  EXPECT_EQ(Counters::Get(c.disk_copy_bytes), kTestPage);
+  store->Free(slots[1]);  // a copy freed comes off the copies
+  store->Free(slots[2]);
+  EXPECT_EQ(store->used_slots(), 1u);
+  EXPECT_EQ(store->copy_slots(), 0u);
+  EXPECT_EQ(Counters::Get(c.disk_used_bytes), kTestPage);
+  EXPECT_EQ(Counters::Get(c.disk_copy_bytes), 0u);
+  // A copy's slot holds the page: it reads back.
+  std::vector<uint8_t> back(kTestPage);
+  Result<SpillSlot> again = store->Write(p.data(), p.size());
+  ASSERT_TRUE(again.ok());
+  store->KeepAsCopy(again.value().index);
+  ASSERT_TRUE(
+      store->Read(again.value().index, back.data(), back.size(), again.value().checksum).ok());
+  EXPECT_EQ(back, p);
+}
+
+TEST(SpillStoreTest, ARunOfSlotsIsOneReadVerifiedPageByPage) {
+  TempDir tmp;
+  ASSERT_TRUE(tmp.ok());
+  Counters c;
+  FaultEnv env(Env::Default());
+  auto store = MakeStore(SmallConfig(tmp.path(), 8), &c, &env);
+  ASSERT_NE(store, nullptr);
+  std::vector<uint64_t> sums;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<uint8_t> p = Pattern(kTestPage, 10 + i);
+    Result<SpillSlot> s = store->Write(p.data(), p.size());
+    ASSERT_TRUE(s.ok());
+    ASSERT_EQ(s.value().index, static_cast<uint32_t>(i));
+    sums.push_back(s.value().checksum);
+  }
+  Result<std::unique_ptr<SpillBatch>> batch = store->NewBatch();
+  ASSERT_TRUE(batch.ok());
+  Result<AlignedBuffer> buf = AlignedBuffer::Allocate(3 * kTestPage);
+  ASSERT_TRUE(buf.ok());
+  uint8_t* dst = buf.value().data();
+  const uint64_t reads = env.requests(IoKind::kRead);
+  const uint64_t read_bytes = env.request_bytes(IoKind::kRead);
+  batch.value()->AddReadRun(0, 3, dst, sums.data(), 42);
+  std::vector<SpillCompletion> done;
+  ASSERT_TRUE(batch.value()->WaitAll(&done).ok());
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(done[0].status.ok()) << done[0].status.message();
+  EXPECT_EQ(done[0].tag, 42u);
+  EXPECT_EQ(env.requests(IoKind::kRead) - reads, 1u) << "three slots, one read";
+  EXPECT_EQ(env.request_bytes(IoKind::kRead) - read_bytes, 3 * kTestPage);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(memcmp(dst + i * kTestPage, Pattern(kTestPage, 10 + i).data(), kTestPage), 0) << i;
+  }
+  EXPECT_EQ(Counters::Get(c.restored_pages), 3u);
+
+  // The middle page does not match its checksum: the run is read again,
+  // then fails naming that slot, and the destination is zeroed.
+  std::vector<uint64_t> wrong = sums;
+  wrong[1] ^= 1;
+  done.clear();
+  batch.value()->AddReadRun(0, 3, dst, wrong.data(), 43);
+  ASSERT_TRUE(batch.value()->WaitAll(&done).ok());
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_FALSE(done[0].status.ok());
+  EXPECT_EQ(done[0].failure, ReadFailure::kCorruption);
+  EXPECT_NE(done[0].status.message().find("of slot 1"), std::string::npos)
+      << done[0].status.message();
+  EXPECT_NE(done[0].status.message().find("spill slots 0..2"), std::string::npos)
+      << done[0].status.message();
+  EXPECT_EQ(Counters::Get(c.checksum_mismatches), 2u) << "the read and its retry";
+  EXPECT_TRUE(IsAllZero(dst, 3 * kTestPage)) << "no bad bytes left where the caller looks";
+
+  // A run over a slot not in use is refused before any I/O.
+  store->Free(2);
+  done.clear();
+  batch.value()->AddReadRun(0, 3, dst, sums.data(), 44);
+  ASSERT_TRUE(batch.value()->WaitAll(&done).ok());
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].failure, ReadFailure::kBadRequest) << done[0].status.message();
 }
 
 TEST(SpillStoreTest, BudgetFullFailsCleanly) {
