@@ -13,7 +13,8 @@
 //                  owned by the policy thread (it applies signals and moves).
 //   disk_slot, checksum
 //                  written by the backend under its lock when a page is
-//                  spilled; valid only while tier == kDisk.
+//                  spilled; valid while tier == kDisk, or while kPageDiskCopy
+//                  is set (a page back in memory keeps its copy on SSD).
 // Region fields other than pages are immutable after creation.
 #pragma once
 
@@ -37,13 +38,17 @@ constexpr int kTierCount = 3;  // device, host, disk (untouched holds no bytes)
 const char* TierName(Tier t);
 
 enum PageFlag : uint8_t {
-  kPagePinned = 1 << 0,    // policy must not demote it (hint PIN)
-  kPageInFlight = 1 << 1,  // a move is in progress
+  kPagePinned = 1 << 0,             // policy must not demote it (hint PIN)
+  kPageInFlight = 1 << 1,           // a move is in progress
   kPageTouchedDuringMove = 1 << 2,  // a fault hit the page while it moved: abort the spill
-  kPageWillNeed = 1 << 3,  // hinted WILL_NEED: promote when there is room
+  kPageWillNeed = 1 << 3,           // hinted WILL_NEED: promote when there is room
   // hinted DORMANT: the engine promised not to touch it until it wakes it
   // (WILL_NEED or kvtier_wait); the disk tier may spill it whatever the GPU does
   kPageDormant = 1 << 4,
+  // Back in memory from the disk tier, with its copy there kept (disk_slot,
+  // checksum): while its bytes still hash to checksum it leaves again
+  // without a write. Set and cleared by the backend under its lock.
+  kPageDiskCopy = 1 << 5,
 };
 
 struct PageRecord {

@@ -353,6 +353,12 @@ void Runtime::OnFault(Region& region, uint32_t page, Tier from, uint64_t wait_ns
   if (from == Tier::kHost || from == Tier::kDisk) TickSoon();
 }
 
+void Runtime::OnRestoredAhead(Region& region, uint32_t first, uint32_t count) {
+  // The policy sees them used (a policy that went by faults alone would
+  // find a returning session's pages cold and send them away again).
+  PushSignal({SignalKind::kAccess, region.id, first, count, clock_.NowNs()});
+}
+
 void Runtime::OnDriverEviction(Region& region, uint32_t page) {
   Signal s{SignalKind::kEvicted, region.id, page, 1, clock_.NowNs()};
   s.from = Tier::kDevice;

@@ -132,6 +132,7 @@ class Runtime : public DeviceEvents {
   void OnFault(Region& region, uint32_t page, Tier from, uint64_t wait_ns) override;
   void OnDriverEviction(Region& region, uint32_t page) override;
   void OnMemoryPressure() override { TickSoon(); }
+  void OnRestoredAhead(Region& region, uint32_t first, uint32_t count) override;
 
  private:
   Runtime(const Options& options, const Clock& clock);

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "runtime/storage/fault_env.h"
@@ -58,6 +59,37 @@ class SimDiskTest : public SimDeviceTest {
   static bool WaitForFlag(const Region& r, uint32_t page, uint8_t flag) {
     const auto deadline = std::chrono::steady_clock::now() + kEventDeadline;
     while (!(r.pages[page].flags.load() & flag)) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
+
+  // The pattern seed of `page` at its `version`-th write.
+  static uint64_t Seed(uint32_t page, uint32_t version) { return uint64_t{version} << 32 | page; }
+
+  // Creates a region of `pages` pages, writes each with its version-1
+  // pattern, and demotes them all to the host tier.
+  static RegionPtr HostRegion(SimDevice& dev, RegionId id, uint32_t pages) {
+    Result<RegionPtr> made = dev.CreateRegion(id, pages * kPage, kPage, "kv-" + std::to_string(id));
+    if (!made.ok()) {
+      ADD_FAILURE() << made.status().message();
+      return nullptr;
+    }
+    Region& r = *made.value();
+    for (uint32_t p = 0; p < pages; ++p) WritePattern(PageBase(r, p), kPage, Seed(p, 1));
+    for (uint32_t p = 0; p < pages; ++p) {
+      Status s = dev.Demote(r, p);
+      if (!s.ok()) ADD_FAILURE() << s.message();
+    }
+    return made.value();
+  }
+
+  // Polls for a page's tier set by another thread (the pipeline brings
+  // pages back with no event a test could wait on for that page alone).
+  static bool WaitForTier(const Region& r, uint32_t page, Tier tier) {
+    const auto deadline = std::chrono::steady_clock::now() + kEventDeadline;
+    while (r.pages[page].tier.load() != tier) {
       if (std::chrono::steady_clock::now() > deadline) return false;
       std::this_thread::yield();
     }

@@ -1,8 +1,10 @@
 // The simulated GPU's disk tier one mechanism at a time: spill and
 // transparent restore, a touch during the spill write, write errors, a page
-// corrupted on disk, coalesced and parallel restores, Promote from disk,
-// and slot accounting on DestroyRegion. Crash cleanup and the integrity
-// stress live in sim_disk_crash_test.cc and sim_disk_stress_test.cc.
+// corrupted on disk, coalesced restores, Promote from disk, and slot
+// accounting on DestroyRegion. The restore pipeline (readahead, parallel
+// reads, copies kept and written ahead) is in sim_restore_test.cc; crash
+// cleanup and the integrity stress in sim_disk_crash_test.cc and
+// sim_disk_stress_test.cc.
 #include <signal.h>
 
 #include <atomic>
@@ -23,25 +25,6 @@ namespace {
 constexpr size_t kPage = SimDiskTest::kPage;
 // Every held I/O completes well within this (holds are released by the test).
 constexpr uint64_t kHoldTimeoutNs = 20'000'000'000;
-
-uint64_t Seed(uint32_t page, uint32_t version) { return uint64_t{version} << 32 | page; }
-
-// Creates a region of `pages` pages, writes each with its version-1
-// pattern, and demotes them all to the host tier.
-RegionPtr HostRegion(SimDevice& dev, RegionId id, uint32_t pages) {
-  Result<RegionPtr> made = dev.CreateRegion(id, pages * kPage, kPage, "kv-" + std::to_string(id));
-  if (!made.ok()) {
-    ADD_FAILURE() << made.status().message();
-    return nullptr;
-  }
-  Region& r = *made.value();
-  for (uint32_t p = 0; p < pages; ++p) WritePattern(PageBase(r, p), kPage, Seed(p, 1));
-  for (uint32_t p = 0; p < pages; ++p) {
-    Status s = dev.Demote(r, p);
-    if (!s.ok()) ADD_FAILURE() << s.message();
-  }
-  return made.value();
-}
 
 TEST_F(SimDiskTest, SpilledPagesLeaveMemoryAndComeBackOnATouchFromAnotherThread) {
   SpillStore* store = MakeStore(16);
@@ -69,17 +52,23 @@ TEST_F(SimDiskTest, SpilledPagesLeaveMemoryAndComeBackOnATouchFromAnotherThread)
     for (uint32_t p = 0; p < 4; ++p) bad[p] = CheckPattern(PageBase(r, p), kPage, Seed(p, 1));
   });
   engine.join();
-  // The handler wakes the engine thread with the page installed, then books
-  // it (tier, counters) before reporting the fault: wait for the report.
-  ASSERT_TRUE(events_.WaitForFaults(4 + 4));
+  // The pipeline wakes the engine thread with the page installed, then
+  // books it (tier, counters) before reporting it: wait for the reports. A
+  // touched page comes back by its fault or read ahead with another.
+  ASSERT_TRUE(events_.WaitForArrivals(4 + 4));
   for (uint32_t p = 0; p < 4; ++p) {
     EXPECT_EQ(bad[p], -1) << "page " << p;
     EXPECT_EQ(TierOf(r, p), Tier::kDevice);
   }
-  for (size_t i = 4; i < 8; ++i) EXPECT_EQ(events_.faults()[i].from, Tier::kDisk);
+  const std::vector<RecordingEvents::Fault> faults = events_.faults();
+  for (size_t i = 4; i < faults.size(); ++i) EXPECT_EQ(faults[i].from, Tier::kDisk);
+  EXPECT_EQ(faults.size() - 4 + events_.ahead().size(), 4u);
   EXPECT_EQ(Get(counters_.restored_pages), 4u);
-  EXPECT_EQ(store->used_slots(), 0u);
+  // Each page back keeps its copy on SSD (it may leave again unwritten).
+  EXPECT_EQ(store->used_slots(), 4u);
+  EXPECT_EQ(store->copy_slots(), 4u);
   EXPECT_EQ(Get(counters_.disk_used_bytes), 0u);
+  EXPECT_EQ(Get(counters_.disk_copy_bytes), 4 * kPage);
   EXPECT_EQ(Get(counters_.device_used_bytes), 4 * kPage);
   EXPECT_EQ(Get(counters_.checksum_mismatches), 0u);
 }
@@ -159,14 +148,14 @@ TEST_F(SimDiskTest, AZeroPageIsDroppedNotWrittenAndReadsBackAsZeros) {
     bad = CheckPattern(PageBase(r, 2), kPage, 5);
   });
   engine.join();
-  // The handler wakes the engine with a page installed before it frees the
-  // slot and reports the fault: wait for the reports (four first touches,
-  // two zero fills, two restores).
-  ASSERT_TRUE(events_.WaitForFaults(8));
+  // The pipeline wakes the engine with a page installed before it books it
+  // and reports it: wait for the reports (four first touches, two zero
+  // fills, two restores, by a fault or ahead of one).
+  ASSERT_TRUE(events_.WaitForArrivals(8));
   EXPECT_TRUE(zeros);
   EXPECT_EQ(last, 7);
   EXPECT_EQ(bad, -1) << "first wrong word of the data page";
-  EXPECT_EQ(store->used_slots(), 0u);
+  EXPECT_EQ(store->used_slots() - store->copy_slots(), 0u);
   // A dropped page written again holds what was written.
   WritePattern(PageBase(r, 0), kPage, 9);
   EXPECT_EQ(CheckPattern(PageBase(r, 0), kPage, 9), -1);
@@ -453,21 +442,23 @@ TEST_F(SimDiskTest, ReadErrorsAndBitFlipsInTransitAreRetried) {
   ASSERT_TRUE(store);
   auto dev = MakeDevice(8 * kPage, 1, false, store);
   ASSERT_TRUE(dev);
-  RegionPtr region = HostRegion(*dev, 9, 2);
+  // Pages 0 and 7 spilled: each is read on its own (the others are in
+  // memory, so nothing is read ahead with either).
+  RegionPtr region = HostRegion(*dev, 9, 8);
   ASSERT_TRUE(region);
   Region& r = *region;
-  for (uint32_t p = 0; p < 2; ++p) ASSERT_TRUE(dev->Spill(r, p).ok());
+  for (uint32_t p : {0u, 7u}) ASSERT_TRUE(dev->Spill(r, p).ok());
   env_.Arm(Fault::kReadIoError, 1);
   EXPECT_EQ(CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)), -1);
   env_.Arm(Fault::kReadBitFlip, 1);
-  EXPECT_EQ(CheckPattern(PageBase(r, 1), kPage, Seed(1, 1)), -1);
-  // The install wakes the engine thread before the handler frees the slot
-  // and reports the fault: wait for the reports (2 first touches, 2 restores).
-  ASSERT_TRUE(events_.WaitForFaults(2 + 2));
+  EXPECT_EQ(CheckPattern(PageBase(r, 7), kPage, Seed(7, 1)), -1);
+  // The install wakes the engine thread before the pipeline books the page
+  // and reports the fault: wait for the reports (8 first touches, 2 restores).
+  ASSERT_TRUE(events_.WaitForFaults(8 + 2));
   EXPECT_EQ(Get(counters_.restore_errors), 1u);
   EXPECT_EQ(Get(counters_.checksum_mismatches), 1u);
   EXPECT_EQ(Get(counters_.restored_pages), 2u);
-  EXPECT_EQ(store->used_slots(), 0u);
+  EXPECT_EQ(store->used_slots() - store->copy_slots(), 0u);
 }
 
 // Runs in the death test's child: spills a page whose copy on disk gets a
@@ -536,35 +527,8 @@ TEST_F(SimDiskTest, TwoFaultsOnOneSpilledPageShareOneRead) {
   EXPECT_EQ(Get(counters_.restored_pages), 1u);
   EXPECT_EQ(dev->coalesced_faults(), 1u);
   EXPECT_EQ(env_.injected(Fault::kSlow), 1u);
-  EXPECT_EQ(store->used_slots(), 0u);
-}
-
-TEST_F(SimDiskTest, RestoresOfDifferentPagesReadInParallel) {
-  SpillStore* store = MakeStore(8);
-  ASSERT_TRUE(store);
-  auto dev = MakeDevice(8 * kPage, /*fault_threads=*/2, false, store);
-  ASSERT_TRUE(dev);
-  RegionPtr region = HostRegion(*dev, 11, 2);
-  ASSERT_TRUE(region);
-  Region& r = *region;
-  for (uint32_t p = 0; p < 2; ++p) ASSERT_TRUE(dev->Spill(r, p).ok());
-  // Both reads are held at their completion: both held at once means both
-  // were in flight together, so neither holds the device-wide lock.
-  env_.HoldSlow();
-  env_.Arm(Fault::kSlow, 2);
-  int64_t bad[2] = {0, 0};
-  std::thread a([&] { bad[0] = CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)); });
-  std::thread b([&] { bad[1] = CheckPattern(PageBase(r, 1), kPage, Seed(1, 1)); });
-  const bool both = env_.WaitForHeld(2, kHoldTimeoutNs);
-  EXPECT_TRUE(both) << "the two restores never overlapped";
-  EXPECT_NE(r.pages[0].flags.load() & kPageInFlight, 0);
-  EXPECT_NE(r.pages[1].flags.load() & kPageInFlight, 0);
-  env_.ReleaseHeld();
-  a.join();
-  b.join();
-  EXPECT_EQ(bad[0], -1);
-  EXPECT_EQ(bad[1], -1);
-  EXPECT_EQ(Get(counters_.restored_pages), 2u);
+  EXPECT_EQ(store->used_slots(), 1u);
+  EXPECT_EQ(store->copy_slots(), 1u) << "the page back keeps its copy";
 }
 
 TEST_F(SimDiskTest, PromoteRestoresASpilledPageSoTheTouchDoesNotFault) {
@@ -587,10 +551,15 @@ TEST_F(SimDiskTest, PromoteRestoresASpilledPageSoTheTouchDoesNotFault) {
   EXPECT_EQ(Get(counters_.faults), faults) << "promoted pages must not fault";
   EXPECT_EQ(Get(counters_.promoted_pages), 4u);
   EXPECT_EQ(Get(counters_.restored_pages), 4u);
-  // The device holds two pages: restoring made room by evicting to the host.
+  // The device holds two pages: restoring made room by evicting two, which
+  // went straight back to disk, unwritten (their copies were current).
   EXPECT_EQ(Get(counters_.driver_evictions), evictions + 2);
   EXPECT_LE(Get(counters_.device_peak_bytes), 2 * kPage);
-  EXPECT_EQ(store->used_slots(), 0u);
+  EXPECT_EQ(Get(counters_.spill_clean_pages), 2u);
+  EXPECT_EQ(Get(counters_.spilled_pages), 4u) << "no page was written twice";
+  for (uint32_t p = 0; p < 2; ++p) EXPECT_EQ(TierOf(r, p), Tier::kDisk) << p;
+  EXPECT_EQ(store->used_slots(), 4u);
+  EXPECT_EQ(store->copy_slots(), 2u);
 }
 
 TEST_F(SimDiskTest, DestroyRegionReturnsTheSlotsOfSpilledPages) {

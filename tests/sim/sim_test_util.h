@@ -48,12 +48,24 @@ class RecordingEvents : public DeviceEvents {
     evictions_.push_back({region.id, page});
     cv_.notify_all();
   }
+  void OnRestoredAhead(Region& region, uint32_t first, uint32_t count) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint32_t p = first; p < first + count; ++p) ahead_.push_back({region.id, p});
+    cv_.notify_all();
+  }
 
   // Faults are reported after the toucher is woken, so a test that has just
   // touched a page waits for the report.
   bool WaitForFaults(size_t n) {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, kEventDeadline, [&] { return faults_.size() >= n; });
+  }
+  // Faults and pages brought back ahead of a touch, together: a spilled
+  // page a test touches may come back either way (the restore pipeline
+  // reads its neighbours with it).
+  bool WaitForArrivals(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kEventDeadline, [&] { return faults_.size() + ahead_.size() >= n; });
   }
   bool WaitForEvictions(size_t n) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -67,12 +79,18 @@ class RecordingEvents : public DeviceEvents {
     std::lock_guard<std::mutex> lock(mu_);
     return evictions_;
   }
+  // Pages reported back ahead of a touch (OnRestoredAhead), one each.
+  std::vector<Eviction> ahead() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ahead_;
+  }
 
  private:
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Fault> faults_;
   std::vector<Eviction> evictions_;
+  std::vector<Eviction> ahead_;
 };
 
 // Builds devices whose events and counters the test can inspect. Skips the

@@ -33,6 +33,8 @@ class ResidentList {
   bool empty() const { return head_.next == &head_; }
   // The page resident the longest, or nullptr.
   ResidentLink* Oldest() { return empty() ? nullptr : head_.next; }
+  // The page that arrived after `link`, or nullptr.
+  ResidentLink* Newer(ResidentLink* link) { return link->next == &head_ ? nullptr : link->next; }
 
   void PushNewest(ResidentLink* link) {
     link->prev = head_.prev;

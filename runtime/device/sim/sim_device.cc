@@ -43,6 +43,7 @@ Result<std::unique_ptr<SimDevice>> SimDevice::Create(const SimDeviceConfig& conf
   }
   std::unique_ptr<SimDevice> device(new SimDevice(config, std::move(uffd).value(), stop_fd));
   Status started = device->StartThreads(config.fault_threads, config.check_step);
+  if (started.ok()) started = device->StartRestorer(config.check_step);
   if (!started.ok()) return started.Annotate("simulated GPU");
   Log(1, "%s: capacity %llu bytes, %d fault threads, userfaultfd from %s, disk tier %s",
       device->range_ ? "host backend (resident heap blocks)" : "simulated GPU",
@@ -73,11 +74,13 @@ SimDevice::~SimDevice() {
     // thread may have been mid-change when fork copied the memory. Free
     // nothing; exit or exec reclaims it.
     for (auto& t : threads_) (void)t.release();
+    (void)restorer_.release();
     (void)by_base_.release();
     return;
   }
   StopThreads();
   close(stop_fd_);
+  if (restore_wake_fd_ >= 0) close(restore_wake_fd_);
   MutexLock lock(&mu_);
   while (!by_base_->empty()) ReleaseRegionLocked(by_base_->begin()->second);
   if (zero_src_) munmap(zero_src_, zero_src_bytes_);
@@ -226,6 +229,7 @@ void SimDevice::DestroyRegion(Region& region) {
   // A spill or restore of one of its pages is reading or writing its views:
   // let it finish (no new one starts on a releasing region).
   r->releasing = true;
+  CancelRestoresLocked(r);
   while (r->disk_io != 0) disk_io_done_.Wait(mu_);
   ReleaseRegionLocked(r);
 }
@@ -235,6 +239,7 @@ void SimDevice::ReleaseRegionLocked(SimRegion* r) {
   for (uint32_t p = 0; p < region->pages.size(); ++p) {
     PageRecord& rec = region->pages[p];
     if (rec.tier.load(std::memory_order_relaxed) == Tier::kDisk) store_->Free(rec.disk_slot);
+    DropCopyLocked(*r, p);
     SetTierLocked(*r, p, Tier::kUntouched);
   }
   region->backend = nullptr;
@@ -398,7 +403,13 @@ Status SimDevice::MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted) 
     SimRegion& vr = *victim->owner;
     const uint32_t vp = victim->page;
     if (Status s = ZapLocked(vr, vp); !s.ok()) return s;
-    SetTierLocked(vr, vp, Tier::kHost);
+    // A page whose copy on SSD is current goes straight there (no write,
+    // no staging); any other goes to the host tier, its stale copy freed.
+    const uint8_t* bytes = vr.views.alias + uint64_t{vp} * vr.region->page_size;
+    if (!CopyIsCurrent(*vr.region, vp, bytes) || !LeaveForCopyLocked(vr, vp).ok()) {
+      DropCopyLocked(vr, vp);
+      SetTierLocked(vr, vp, Tier::kHost);
+    }
     Counters::Add(counters_.driver_evictions);
     evicted->push_back({vr.region, vp});
   }
@@ -447,6 +458,7 @@ void SimDevice::Account(Tier tier, uint64_t bytes, bool add) {
 void SimDevice::DegradeLocked(SimRegion& r, const Status& why) {
   if (r.degraded) return;
   r.degraded = true;  // no new spill or restore starts here
+  CancelRestoresLocked(&r);
   // The engine must find every byte in the memfd once the view is
   // unregistered: let spills and restores in flight end (a restore then
   // copies its page into the memfd), and read the spilled pages back.

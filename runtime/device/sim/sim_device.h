@@ -68,12 +68,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/counters.h"
@@ -236,11 +238,88 @@ class SimDevice final : public Device {
   // Ends the spill of a page read as all zeros: punched out of the memfd,
   // written nowhere, it becomes kUntouched (its next touch reads zeros).
   Status DropZeroPageLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
+  // Whether the page (its `bytes`, which must not change meanwhile) still
+  // matches the copy on SSD it kept when it was restored (kPageDiskCopy).
+  bool CopyIsCurrent(const Region& region, uint32_t page, const uint8_t* bytes) const;
+  // Frees the page's kept copy, if it has one (the page changed, or leaves
+  // the disk tier's care).
+  void DropCopyLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
+  // Sends a page whose kept copy is current to the disk tier without a
+  // write: punched out of the memfd, its copy its only one again.
+  Status LeaveForCopyLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
+  // Ends the spill of a page found clean (LeaveForCopyLocked, unless a
+  // touch came meanwhile).
+  Status FinishCleanSpillLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
   void EndDiskIoLocked(SimRegion& r) REQUIRES(mu_);
   // Reads every spilled page of a region being degraded back into its memfd.
   void ReadBackSpilledLocked(SimRegion& r) REQUIRES(mu_);
   // Reads a spilled page into dst; stops the process if it cannot.
   void ReadOrDie(const SimRegion& r, uint32_t page, uint32_t slot, uint64_t checksum, uint8_t* dst);
+
+  // The restore pipeline (sim_restore.cc, see top).
+  struct RestoreJob {
+    SimRegion* r;
+    uint32_t page;
+    // A read of a spilled page (marked in flight); else a page in host
+    // memory to map back (no I/O; skipped if it has moved meanwhile).
+    bool read = true;
+  };
+  // Where the engine reads a region's spilled pages one after another: the
+  // pages from its latest fault on are queued `window` ahead.
+  struct ReadStream {
+    const SimRegion* r = nullptr;
+    uint32_t start = 0;               // its first fault's page
+    uint32_t next = 0;                // one past the last page it queued
+    uint32_t window = 0;              // pages queued past its latest fault
+    uint64_t used = 0;                // stream_clock_ at its latest fault
+    uint32_t lo = 0, hi = 0;          // the pages it faulted on span [lo, hi)
+    uint32_t rep_lo = 0, rep_hi = 0;  // the span queued one stride on so far
+  };
+  // The distance between equal parts of the KV cache (one layer's K and the
+  // next's, or V): learned from where faults start (see sim_restore.cc).
+  struct StrideGuess {
+    uintptr_t starts[3] = {0, 0, 0};  // the latest fault addresses that began a run
+    uintptr_t last = 0;               // the latest fault address
+    uintptr_t candidate = 0;
+    int votes = 0;
+    uintptr_t stride = 0;  // 0: not known
+  };
+  // Every fault tells the stride guess where the engine is.
+  void NoteFaultLocked(uintptr_t addr, size_t page_size) REQUIRES(mu_);
+  // Queues, behind what is queued, the span a stream faulted on at each
+  // stride from it (the layers to come first): the same session's blocks
+  // in the other layers.
+  void ReplicateLocked(ReadStream& stream) REQUIRES(mu_);
+  // Appends a job for `page` if it is to come back: a spilled page not in
+  // flight (marked now), or a page in host memory. False if neither.
+  bool TakeForRestoreLocked(SimRegion& r, uint32_t page, std::vector<RestoreJob>* out)
+      REQUIRES(mu_);
+  static constexpr size_t kMaxStreams = 8;
+  Status StartRestorer(const StartStepCheck& check);
+  void RestoreLoop();
+  // An engine thread waits on spilled page `page` of `r` (it faulted at
+  // `since`): queues its read at the front, with the pages its stream reads
+  // next; a page queued already moves to the front with them.
+  void QueueRestoreLocked(SimRegion& r, uint32_t page, Clock::time_point since) REQUIRES(mu_);
+  ReadStream& StreamForLocked(const SimRegion& r, uint32_t page) REQUIRES(mu_);
+  // Drops the queued (not yet started) restores of `r` (null: of every
+  // region); their pages stay on disk and their waiters fault again.
+  void CancelRestoresLocked(const SimRegion* r) REQUIRES(mu_);
+  // Installs pages [first, first + count) of `r`, which the pipeline read
+  // and verified into the memfd (or leaves them on disk in a region being
+  // destroyed); counts a page a thread waited on as a fault. False when the
+  // install failed (the region is then to be degraded).
+  bool InstallRunFromPipeline(SimRegion& r, uint32_t first, uint32_t count);
+  // Ends a copy ahead: `page` keeps it if it is still in memory and has no
+  // copy (else the slot is freed).
+  void FinishCopyLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written)
+      REQUIRES(mu_);
+  // Up to `most` of the oldest resident pages without a copy on SSD, while
+  // the device is full enough that they are the next to be evicted.
+  std::vector<PageRef> PickCopiesLocked(size_t most) REQUIRES(mu_);
+  // Ends the pipeline's read of the pages without installing them: they
+  // stay on disk and their waiters fault again.
+  void AbandonRunLocked(SimRegion& r, uint32_t first, uint32_t count) REQUIRES(mu_);
 
   const uint64_t capacity_;
   const char* const kind_;
@@ -286,6 +365,20 @@ class SimDevice final : public Device {
   // The pipeline of SpillPages (concurrent callers take turns; its lock
   // comes before mu_).
   PageIo page_io_;
+
+  // The restore pipeline's queue, streams and waiters (sim_restore.cc).
+  std::deque<RestoreJob> restore_queue_ GUARDED_BY(mu_);
+  ReadStream streams_[kMaxStreams] GUARDED_BY(mu_);
+  uint64_t stream_clock_ GUARDED_BY(mu_) = 0;
+  StrideGuess stride_ GUARDED_BY(mu_);
+  // Pages engine threads wait on in the pipeline (queued or being read), by
+  // address, with when they faulted: installs count those as faults.
+  std::unordered_map<uintptr_t, Clock::time_point> waiting_ GUARDED_BY(mu_);
+  CondVar restore_work_;  // with mu_: the queue has work, or stop
+  bool restore_stop_ GUARDED_BY(mu_) = false;
+  std::unique_ptr<std::thread> restorer_;  // null: faults restore their own page
+  int restore_wake_fd_ = -1;               // eventfd: ends the pipeline's wait on I/O early
+  void WakeRestorerLocked() REQUIRES(mu_);
 };
 
 }  // namespace kvtier

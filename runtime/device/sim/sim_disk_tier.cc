@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "runtime/device/sim/sim_device.h"
 #include "runtime/log.h"
+#include "runtime/storage/checksum.h"
 
 namespace kvtier {
 
@@ -50,25 +52,41 @@ void SimDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
   }
   if (jobs.empty()) return;
   // The page's PTEs in the engine view are zapped, so the engine cannot
-  // change it without a fault (which marks it touched). A page of zeros is
+  // change it without a fault (which marks it touched). A page whose copy
+  // on SSD is still current leaves without a write. A page of zeros is
   // dropped rather than written (engines clear their KV pools at start, and
   // a tight budget would spill those zeros); the store copies the others
   // from the alias into its bounce buffers.
   std::vector<Job> writes;
   std::vector<Job> zeros;
+  std::vector<Job> clean;
   for (const Job& j : jobs) {
     const size_t len = j.r->region->page_size;
-    (IsAllZero(j.r->views.alias + uint64_t{j.page} * len, len) ? zeros : writes).push_back(j);
+    const uint8_t* bytes = j.r->views.alias + uint64_t{j.page} * len;
+    if (CopyIsCurrent(*j.r->region, j.page, bytes)) {
+      clean.push_back(j);
+    } else {
+      (IsAllZero(bytes, len) ? zeros : writes).push_back(j);
+    }
   }
-  if (!zeros.empty()) {
+  if (!zeros.empty() || !clean.empty()) {
     MutexLock lock(&mu_);
     for (const Job& j : zeros) {
       results[j.index] = DropZeroPageLocked(*j.r, j.page);
       EndDiskIoLocked(*j.r);
     }
+    for (const Job& j : clean) {
+      results[j.index] = FinishCleanSpillLocked(*j.r, j.page);
+      EndDiskIoLocked(*j.r);
+    }
   }
   jobs = std::move(writes);
   if (jobs.empty()) return;
+  // In page order, so that a run of pages lands in a run of slots (the
+  // store hands them out next-fit) and comes back in few reads.
+  std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {
+    return a.r->region->id != b.r->region->id ? a.r->region->id < b.r->region->id : a.page < b.page;
+  });
   std::vector<PageIo::Source> sources;
   for (const Job& j : jobs) {
     const size_t len = j.r->region->page_size;
@@ -109,6 +127,8 @@ Status SimDevice::FinishSpillLocked(SimRegion& r, uint32_t page, const Result<Sp
   PageRecord& rec = region.pages[page];
   const uint8_t flags = rec.flags.fetch_and(
       static_cast<uint8_t>(~(kPageInFlight | kPageTouchedDuringMove)), std::memory_order_relaxed);
+  // A copy it had on SSD was stale (the page was written to again).
+  DropCopyLocked(r, page);
   if (!written.ok()) {
     // The store counted the error and backs off; the host copy is the page.
     return written.status().Annotate("simulated GPU: spill of region " + std::to_string(region.id) +
@@ -138,11 +158,55 @@ Status SimDevice::FinishSpillLocked(SimRegion& r, uint32_t page, const Result<Sp
   return Status::Ok();
 }
 
+bool SimDevice::CopyIsCurrent(const Region& region, uint32_t page, const uint8_t* bytes) const {
+  const PageRecord& rec = region.pages[page];
+  return (rec.flags.load(std::memory_order_relaxed) & kPageDiskCopy) &&
+         PageChecksum(bytes, region.page_size) == rec.checksum;
+}
+
+void SimDevice::DropCopyLocked(SimRegion& r, uint32_t page) {
+  PageRecord& rec = r.region->pages[page];
+  if (!(rec.flags.load(std::memory_order_relaxed) & kPageDiskCopy)) return;
+  rec.flags.fetch_and(static_cast<uint8_t>(~kPageDiskCopy), std::memory_order_relaxed);
+  store_->Free(rec.disk_slot);
+}
+
+Status SimDevice::FinishCleanSpillLocked(SimRegion& r, uint32_t page) {
+  Region& region = *r.region;
+  PageRecord& rec = region.pages[page];
+  const uint8_t flags = rec.flags.fetch_and(
+      static_cast<uint8_t>(~(kPageInFlight | kPageTouchedDuringMove)), std::memory_order_relaxed);
+  if ((flags & kPageTouchedDuringMove) || r.degraded ||
+      rec.tier.load(std::memory_order_relaxed) != Tier::kHost) {
+    return Status::Ok();  // touched since it was hashed: it stays where the fault put it
+  }
+  return LeaveForCopyLocked(r, page);
+}
+
+Status SimDevice::LeaveForCopyLocked(SimRegion& r, uint32_t page) {
+  Region& region = *r.region;
+  PageRecord& rec = region.pages[page];
+  const off_t offset = static_cast<off_t>(uint64_t{page} * region.page_size);
+  if (fallocate(r.views.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
+                static_cast<off_t>(region.page_size)) != 0) {
+    return Status::Errorf(
+        "simulated GPU: region %u page %u: punching it out of the memfd failed: %s (the page "
+        "stays in host memory)",
+        region.id, page, strerror(errno));
+  }
+  rec.flags.fetch_and(static_cast<uint8_t>(~kPageDiskCopy), std::memory_order_relaxed);
+  store_->Reuse(rec.disk_slot);
+  SetTierLocked(r, page, Tier::kDisk);
+  Counters::Add(counters_.spill_clean_pages);
+  return Status::Ok();
+}
+
 Status SimDevice::DropZeroPageLocked(SimRegion& r, uint32_t page) {
   Region& region = *r.region;
   PageRecord& rec = region.pages[page];
   const uint8_t flags = rec.flags.fetch_and(
       static_cast<uint8_t>(~(kPageInFlight | kPageTouchedDuringMove)), std::memory_order_relaxed);
+  DropCopyLocked(r, page);
   if ((flags & kPageTouchedDuringMove) || r.degraded ||
       rec.tier.load(std::memory_order_relaxed) != Tier::kHost) {
     return Status::Ok();  // touched since it was read: it stays where the fault put it
@@ -206,7 +270,14 @@ Status SimDevice::InstallRestoredLocked(SimRegion& r, uint32_t page, const uint8
                         std::to_string(page));
     }
   }
-  store_->Free(rec.disk_slot);
+  if (r.degraded) {
+    store_->Free(rec.disk_slot);
+  } else {
+    // The copy on SSD stays: until the engine changes the page, it can
+    // leave memory again without a write.
+    store_->KeepAsCopy(rec.disk_slot);
+    rec.flags.fetch_or(kPageDiskCopy, std::memory_order_relaxed);
+  }
   SetTierLocked(r, page, r.degraded ? Tier::kHost : Tier::kDevice);
   return Status::Ok();
 }
@@ -220,7 +291,10 @@ void SimDevice::ReadBackSpilledLocked(SimRegion& r) {
   Region& region = *r.region;
   for (uint32_t p = 0; p < region.pages.size(); ++p) {
     PageRecord& rec = region.pages[p];
-    if (rec.tier.load(std::memory_order_relaxed) != Tier::kDisk) continue;
+    if (rec.tier.load(std::memory_order_relaxed) != Tier::kDisk) {
+      DropCopyLocked(r, p);  // the region's pages stay in memory from now on
+      continue;
+    }
     // Rare (an error path), so the read runs under the lock: straight into
     // the memfd through the alias, which is not registered.
     ReadOrDie(r, p, rec.disk_slot, rec.checksum, r.views.alias + uint64_t{p} * region.page_size);

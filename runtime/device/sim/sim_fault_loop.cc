@@ -49,6 +49,16 @@ Status SimDevice::StartThreads(int count, const StartStepCheck& check) {
 }
 
 void SimDevice::StopThreads() {
+  if (restorer_) {
+    {
+      MutexLock lock(&mu_);
+      restore_stop_ = true;
+      restore_work_.SignalAll();
+      WakeRestorerLocked();
+    }
+    restorer_->join();
+    restorer_.reset();
+  }
   const uint64_t one = 1;
   if (write(stop_fd_, &one, sizeof one) != sizeof one) {
     Log(0, "simulated GPU: stopping fault threads failed: %s", strerror(errno));
@@ -106,8 +116,25 @@ void SimDevice::WaitForStagingRoom() {
 }
 
 void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
-  if (host_limit_ != 0) WaitForStagingRoom();
   const uintptr_t addr = msg.arg.pagefault.address;
+  if (restorer_) {
+    // A spilled page goes to the restore pipeline, which makes its own
+    // room: this thread moves on to the next fault at once.
+    MutexLock lock(&mu_);
+    SimRegion* r = FindByAddressLocked(addr);
+    if (r != nullptr && !r->degraded && !r->releasing) {
+      const uint32_t page = r->region->PageOf(addr);
+      NoteFaultLocked(r->region->PageAddr(page), r->region->page_size);
+      if (r->region->pages[page].tier.load(std::memory_order_relaxed) == Tier::kDisk) {
+        if (r->region->pages[page].flags.load(std::memory_order_relaxed) & kPageInFlight) {
+          coalesced_faults_.fetch_add(1, std::memory_order_relaxed);
+        }
+        QueueRestoreLocked(*r, page, read_at);
+        return;
+      }
+    }
+  }
+  if (host_limit_ != 0) WaitForStagingRoom();
   const bool minor = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_MINOR) != 0;
   const size_t base_page = BasePageSize();
   const uintptr_t base_addr = addr & ~(uintptr_t{base_page} - 1);

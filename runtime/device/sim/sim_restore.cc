@@ -1,0 +1,600 @@
+// SimDevice's restore pipeline: a returning session's spilled pages come
+// back at the disk's speed, not one synchronous read per fault.
+//
+// A fault on a spilled page does not read it on the fault thread: it queues
+// the page at the front of the pipeline, with the pages its *stream* reads
+// next, and returns to the next fault. A stream is where the engine reads a
+// region's pages one after another (a layer's K or V of one session in
+// llama.cpp's KV buffer; with flash attention K and V are two streams read
+// in step): each fault in a stream doubles how far past it the pipeline
+// queues (4 pages, then 8, up to kMaxWindow), so a session's pages are read
+// ahead of its kernels in the order they touch them, and a read that is not
+// followed costs at most one window. The `kvtier-restore` thread keeps up to
+// kRestoreBytes of reads in flight on one io_uring. Queued pages that are
+// neighbours in the region and in the spill file (the store hands out slots
+// next-fit and spills go in page order) are read as one run of up to
+// kMaxRun pages, straight into the memfd through the alias: the engine view
+// has no PTEs there until the run is verified, so the engine cannot see
+// the bytes before (a touch meanwhile is a fault that waits). A verified run
+// is installed with one UFFDIO_CONTINUE (after making room as a fault does),
+// which wakes its waiters: an engine thread waits for its own page only. A
+// page keeps its copy on SSD once back (kPageDiskCopy).
+//
+// A region being destroyed or degraded drops its queued restores; reads
+// already started complete first (the region's disk_io counts them).
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <system_error>
+
+#include "runtime/device/sim/sim_device.h"
+#include "runtime/internal_thread.h"
+#include "runtime/log.h"
+
+namespace kvtier {
+namespace {
+
+// Bytes of reads in flight, the most reads in flight, and the most pages
+// one read takes.
+constexpr size_t kRestoreBytes = size_t{4} << 20;
+constexpr size_t kMaxRestoreDepth = 32;
+constexpr uint32_t kMaxRun = 16;
+// Copies ahead: the oldest resident pages within capacity / share of the
+// device's eviction end are kept with a current copy on SSD, so that the
+// next returning session evicts them without a write; kCopyBytes of those
+// writes are in flight at most, and a pass that finds none waits this long.
+constexpr uint64_t kCopyReserveShare = 2;
+constexpr size_t kCopyBytes = size_t{1} << 20;
+constexpr std::chrono::milliseconds kCopyIdleWait{20};
+constexpr uint32_t kFirstWindow = 2;  // pages queued past a stream's first fault
+constexpr uint32_t kMaxWindow = 16;   // ... and at most past a later one
+
+}  // namespace
+
+Status SimDevice::StartRestorer(const StartStepCheck& check) {
+  if (store_ == nullptr) return Status::Ok();
+  if (Status s = CheckStartStep(check, "restore thread"); !s.ok()) return s;
+  // Without it a fault waits for the next completion to be seen.
+  restore_wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  // As the fault threads: no asynchronous signal runs on it.
+  sigset_t all, old;
+  sigfillset(&all);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT}) sigdelset(&all, sig);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  Status status;
+  try {
+    restorer_ = std::make_unique<std::thread>([this] { RestoreLoop(); });
+  } catch (const std::system_error& e) {
+    status = Status::Errorf("starting the restore thread failed: %s", e.what());
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return status;
+}
+
+void SimDevice::WakeRestorerLocked() {
+  restore_work_.Signal();
+  // And out of its wait on I/O: new work goes ahead of what is queued.
+  const uint64_t one = 1;
+  if (restore_wake_fd_ >= 0) (void)!write(restore_wake_fd_, &one, sizeof one);
+}
+
+SimDevice::ReadStream& SimDevice::StreamForLocked(const SimRegion& r, uint32_t page) {
+  ReadStream* oldest = &streams_[0];
+  for (ReadStream& s : streams_) {
+    // The fault is where the stream is, or just past what it queued.
+    if (s.r == &r && page >= s.start && page < s.next + kMaxWindow) {
+      s.window = std::min(s.window * 2, kMaxWindow);
+      s.used = ++stream_clock_;
+      return s;
+    }
+    if (s.used < oldest->used) oldest = &s;
+  }
+  *oldest = ReadStream{&r, page, page, kFirstWindow, ++stream_clock_, page, page + 1, page, page};
+  return *oldest;
+}
+
+void SimDevice::NoteFaultLocked(uintptr_t addr, size_t page_size) {
+  StrideGuess& g = stride_;
+  const uintptr_t last = g.last;
+  g.last = addr;
+  // A fault near the latest one continues its run; one elsewhere starts a
+  // new run. Three runs that start at equal distances, twice, make that
+  // distance the stride: an engine writes a step's new KV to the same
+  // cells of every layer's K and V one after another, and reads a
+  // session's cells layer after layer.
+  const uintptr_t near = uintptr_t{kMaxWindow} * page_size;
+  if (last != 0 && (addr > last ? addr - last : last - addr) <= near) return;
+  g.starts[0] = g.starts[1];
+  g.starts[1] = g.starts[2];
+  g.starts[2] = addr;
+  if (g.starts[0] == 0 || g.starts[1] <= g.starts[0] || g.starts[2] <= g.starts[1]) return;
+  const uintptr_t d = g.starts[1] - g.starts[0];
+  if (g.starts[2] - g.starts[1] != d || d <= near) return;
+  if (d == g.candidate) {
+    ++g.votes;
+  } else {
+    g.candidate = d;
+    g.votes = 1;
+  }
+  if (g.votes >= 2) g.stride = d;
+}
+
+bool SimDevice::TakeForRestoreLocked(SimRegion& r, uint32_t page, std::vector<RestoreJob>* out) {
+  PageRecord& rec = r.region->pages[page];
+  if (rec.flags.load(std::memory_order_relaxed) & kPageInFlight) return false;
+  switch (rec.tier.load(std::memory_order_relaxed)) {
+    case Tier::kDisk:
+      rec.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
+      ++r.disk_io;
+      out->push_back({&r, page, true});
+      return true;
+    case Tier::kHost:
+      out->push_back({&r, page, false});
+      return true;
+    default:
+      return false;
+  }
+}
+
+void SimDevice::ReplicateLocked(ReadStream& s) {
+  if (stride_.stride == 0 || s.r == nullptr) return;
+  const Region& from = *s.r->region;
+  const uint32_t lo = std::min(s.lo, s.rep_lo), hi = std::max(s.hi, s.rep_hi);
+  if (lo == s.rep_lo && hi == s.rep_hi) return;
+  std::vector<RestoreJob> jobs;
+  // The layers after the stream's first (the engine goes on to them), then
+  // those before it.
+  for (int direction : {1, -1}) {
+    for (uintptr_t k = 1;; ++k) {
+      const uintptr_t shift = k * stride_.stride;
+      bool any = false;
+      for (uint32_t p = lo; p < hi; ++p) {
+        if (p >= s.rep_lo && p < s.rep_hi) continue;  // queued at every stride already
+        const uintptr_t at = from.PageAddr(p);
+        if (direction < 0 && at < shift) break;
+        const uintptr_t addr = direction > 0 ? at + shift : at - shift;
+        // In the same region (llama.cpp's one KV buffer), or in a sibling
+        // of its size (an engine's per-layer KV tensors).
+        SimRegion* r = FindByAddressLocked(addr);
+        if (r == nullptr || (r != s.r && r->region->size != from.size)) continue;
+        any = true;
+        if (!r->degraded && !r->releasing) TakeForRestoreLocked(*r, r->region->PageOf(addr), &jobs);
+      }
+      if (!any) break;  // past the last layer that way
+    }
+  }
+  s.rep_lo = lo;
+  s.rep_hi = hi;
+  if (jobs.empty()) return;
+  restore_queue_.insert(restore_queue_.end(), jobs.begin(), jobs.end());
+  WakeRestorerLocked();
+}
+
+void SimDevice::QueueRestoreLocked(SimRegion& r, uint32_t page, Clock::time_point since) {
+  Region& region = *r.region;
+  waiting_.emplace(region.PageAddr(page), since);
+  ReadStream& stream = StreamForLocked(r, page);
+  stream.lo = std::min(stream.lo, page);
+  stream.hi = std::max(stream.hi, page + 1);
+  const uint32_t end = static_cast<uint32_t>(
+      std::min<uint64_t>(region.pages.size(), uint64_t{page} + 1 + stream.window));
+  // The faulting page and what the stream reads next go to the front, in
+  // that order: the queued ones among them move (those of this region from
+  // `page` on that sit together, as the stream queued them), the others are
+  // marked in flight and join.
+  std::vector<RestoreJob> front;
+  auto it = std::find_if(restore_queue_.begin(), restore_queue_.end(), [&](const RestoreJob& j) {
+    return j.r == &r && j.page == page && j.read;
+  });
+  if (it != restore_queue_.end()) {
+    auto last = it;
+    while (last != restore_queue_.end() && last->r == &r && last->page < end &&
+           last->page == page + static_cast<uint32_t>(last - it)) {
+      front.push_back(*last++);
+    }
+    restore_queue_.erase(it, last);
+  }
+  for (uint32_t p = front.empty() ? page : front.back().page + 1; p < end; ++p) {
+    TakeForRestoreLocked(r, p, &front);  // unless queued or read already
+  }
+  stream.next = std::max(stream.next, end);
+  if (!front.empty()) {
+    restore_queue_.insert(restore_queue_.begin(), front.begin(), front.end());
+    WakeRestorerLocked();
+  }
+  ReplicateLocked(stream);
+}
+
+void SimDevice::CancelRestoresLocked(const SimRegion* r) {
+  std::deque<RestoreJob> kept;
+  for (const RestoreJob& j : restore_queue_) {
+    if (r != nullptr && j.r != r) {
+      kept.push_back(j);
+      continue;
+    }
+    if (!j.read) continue;
+    Region& region = *j.r->region;
+    region.pages[j.page].flags.fetch_and(static_cast<uint8_t>(~kPageInFlight),
+                                         std::memory_order_relaxed);
+    waiting_.erase(region.PageAddr(j.page));
+    // A waiter faults again (and then finds the region gone or untiered).
+    uffd_.Wake(region.PageAddr(j.page), region.page_size);
+    EndDiskIoLocked(*j.r);
+  }
+  restore_queue_.swap(kept);
+  for (ReadStream& s : streams_) {
+    if (r == nullptr || s.r == r) s = ReadStream{};
+  }
+}
+
+void SimDevice::AbandonRunLocked(SimRegion& r, uint32_t first, uint32_t count) {
+  Region& region = *r.region;
+  for (uint32_t p = first; p < first + count; ++p) {
+    region.pages[p].flags.fetch_and(static_cast<uint8_t>(~kPageInFlight),
+                                    std::memory_order_relaxed);
+    waiting_.erase(region.PageAddr(p));
+    EndDiskIoLocked(r);
+  }
+  // Read, or partly read, into the memfd: punched out again, so that the
+  // pages are holes, as spilled pages are.
+  const off_t offset = static_cast<off_t>(uint64_t{first} * region.page_size);
+  (void)fallocate(r.views.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
+                  static_cast<off_t>(uint64_t{count} * region.page_size));
+  uffd_.Wake(region.PageAddr(first), uint64_t{count} * region.page_size);
+}
+
+bool SimDevice::InstallRunFromPipeline(SimRegion& r, uint32_t first, uint32_t count) {
+  if (host_limit_ != 0) WaitForStagingRoom();
+  std::vector<Evicted> evicted;
+  std::vector<std::pair<uint32_t, uint64_t>> faulted;  // page, wait
+  std::vector<std::pair<uint32_t, uint32_t>> ahead;    // runs: first, count
+  RegionPtr region = r.region;
+  bool installed = true;
+  {
+    MutexLock lock(&mu_);
+    const size_t len = region->page_size;
+    const uintptr_t start = region->PageAddr(first);
+    Status s;
+    if (r.releasing) {
+      AbandonRunLocked(r, first, count);  // its release frees the slots
+      return true;
+    }
+    if (!r.degraded) {
+      s = MakeRoomLocked(uint64_t{count} * len, &evicted);
+      if (s.ok()) s = uffd_.Continue(start, uint64_t{count} * len);
+    }
+    if (!s.ok()) {
+      Log(0, "simulated GPU: installing restored pages %u..%u of region %u: %s", first,
+          first + count - 1, region->id, s.message().c_str());
+      AbandonRunLocked(r, first, count);
+      installed = false;
+    } else {
+      const Clock::time_point now = Clock::now();
+      for (uint32_t p = first; p < first + count; ++p) {
+        PageRecord& rec = region->pages[p];
+        if (r.degraded) {
+          // Its bytes are in the memfd, where the engine will find them.
+          store_->Free(rec.disk_slot);
+        } else {
+          store_->KeepAsCopy(rec.disk_slot);
+          rec.flags.fetch_or(kPageDiskCopy, std::memory_order_relaxed);
+        }
+        SetTierLocked(r, p, r.degraded ? Tier::kHost : Tier::kDevice);
+        rec.flags.fetch_and(static_cast<uint8_t>(~kPageInFlight), std::memory_order_relaxed);
+        auto waited = waiting_.find(region->PageAddr(p));
+        if (waited != waiting_.end()) {
+          const auto wait_ns = static_cast<uint64_t>(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(now - waited->second).count());
+          Counters::Add(counters_.faults);
+          Counters::Add(counters_.fault_bytes, len);
+          Counters::Add(counters_.fault_ns, wait_ns);
+          faulted.emplace_back(p, wait_ns);
+          waiting_.erase(waited);
+        } else {
+          Counters::Add(counters_.restored_ahead_pages);
+          if (!ahead.empty() && ahead.back().first + ahead.back().second == p) {
+            ++ahead.back().second;
+          } else {
+            ahead.emplace_back(p, 1);
+          }
+        }
+        EndDiskIoLocked(r);
+      }
+    }
+  }
+  Report(evicted);
+  for (const Evicted& e : evicted) SpillOverLimit(*e.region, e.page);
+  if (events_ && !r.degraded) {
+    for (const auto& [page, wait_ns] : faulted)
+      events_->OnFault(*region, page, Tier::kDisk, wait_ns);
+    for (const auto& [p, n] : ahead) events_->OnRestoredAhead(*region, p, n);
+  }
+  return installed;
+}
+
+void SimDevice::FinishCopyLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written) {
+  EndDiskIoLocked(r);
+  if (!written.ok()) return;  // the store counted it; the page stays as it was
+  PageRecord& rec = r.region->pages[page];
+  const Tier tier = rec.tier.load(std::memory_order_relaxed);
+  // Still in memory, and not moving or spilled meanwhile: the copy is its.
+  if (!r.degraded && !r.releasing && (tier == Tier::kDevice || tier == Tier::kHost) &&
+      !(rec.flags.load(std::memory_order_relaxed) & (kPageDiskCopy | kPageInFlight))) {
+    rec.disk_slot = written.value().index;
+    rec.checksum = written.value().checksum;
+    rec.flags.fetch_or(kPageDiskCopy, std::memory_order_relaxed);
+    store_->KeepAsCopy(written.value().index);
+    Counters::Add(counters_.copied_ahead_pages);
+  } else {
+    store_->Free(written.value().index);
+  }
+}
+
+std::vector<PageRef> SimDevice::PickCopiesLocked(size_t most) {
+  std::vector<PageRef> picked;
+  // Only while the device is fuller than capacity - reserve: the next
+  // reserve bytes to arrive evict that many of the oldest pages.
+  const uint64_t reserve = capacity_ / kCopyReserveShare;
+  const uint64_t resident = resident_bytes_.load(std::memory_order_relaxed);
+  if (resident + reserve <= capacity_) return picked;
+  uint64_t scanned = 0;
+  for (ResidentLink* l = resident_.Oldest();
+       l != nullptr && picked.size() < most && scanned < reserve; l = resident_.Newer(l)) {
+    SimRegion& r = *l->owner;
+    scanned += r.region->page_size;
+    const PageRecord& rec = r.region->pages[l->page];
+    if (r.degraded || r.releasing ||
+        (rec.flags.load(std::memory_order_relaxed) & (kPageDiskCopy | kPageInFlight))) {
+      continue;
+    }
+    // A page of zeros leaves without a write anyway (engines clear their
+    // KV buffers before use).
+    const size_t len = r.region->page_size;
+    if (IsAllZero(r.views.alias + uint64_t{l->page} * len, len)) continue;
+    picked.push_back({r.region.get(), l->page});
+  }
+  return picked;
+}
+
+void SimDevice::RestoreLoop() {
+  MarkKvtierThread();
+  pthread_setname_np(pthread_self(), "kvtier-restore");
+  const size_t page_size = store_->page_size();
+  const size_t depth = std::clamp<size_t>(kRestoreBytes / page_size, 1, kMaxRestoreDepth);
+  const size_t max_pages = std::max<size_t>(kRestoreBytes / page_size, 1);
+  const size_t max_copies = std::max<size_t>(kCopyBytes / page_size, 1);
+  Result<std::unique_ptr<SpillBatch>> made = store_->NewBatch(static_cast<unsigned>(depth));
+  std::unique_ptr<SpillBatch> batch = made.ok() ? std::move(made).value() : nullptr;
+  if (!batch) {
+    Log(0,
+        "simulated GPU: the restore pipeline has no I/O queue (%s); restores read one page "
+        "at a time and no copies are written ahead",
+        made.status().message().c_str());
+  } else if (restore_wake_fd_ >= 0) {
+    (void)batch->SetWakeFd(restore_wake_fd_);
+  }
+  bool runs = true;  // off once the store refuses a run (it bounces reads)
+  struct Op {
+    enum class Kind : uint8_t { kFree, kRead, kCopy };
+    Kind kind = Kind::kFree;
+    SimRegion* r = nullptr;
+    RegionPtr region;  // alive until the op ends
+    uint32_t first = 0, count = 0;
+    uint32_t slot = 0;
+    std::vector<uint64_t> checksums;
+    AlignedBuffer snapshot;  // a copy's bytes as written
+  };
+  std::vector<Op> ops(batch ? batch->depth() : 1);
+  size_t busy_pages = 0, copies = 0;
+  Clock::time_point copy_again{};  // after a pass that found nothing to copy
+  // Regions whose install failed, degraded once no read of ours is in
+  // flight (degrading waits for the region's disk I/O, ours included).
+  std::vector<std::pair<RegionPtr, SimRegion*>> to_degrade;
+  for (;;) {
+    std::vector<size_t> started;
+    std::vector<Evicted> mapped_evicted;                 // by pages mapped back from host memory
+    std::vector<std::pair<RegionPtr, uint32_t>> mapped;  // those pages
+    {
+      MutexLock lock(&mu_);
+      for (;;) {
+        if (restore_stop_ || !restore_queue_.empty() || busy_pages > 0) break;
+        // Idle: copies ahead are due now and then.
+        if (!batch) {
+          restore_work_.Wait(mu_);
+          continue;
+        }
+        if (Clock::now() >= copy_again) break;
+        restore_work_.WaitUntil(mu_, copy_again);
+      }
+      if (restore_stop_) CancelRestoresLocked(nullptr);
+      if (restore_stop_ && busy_pages == 0) return;
+      size_t i = 0;
+      auto free_op = [&]() -> Op* {
+        while (i < ops.size() && ops[i].kind != Op::Kind::kFree) ++i;
+        return i < ops.size() ? &ops[i] : nullptr;
+      };
+      while (!restore_queue_.empty() && busy_pages < max_pages && free_op() != nullptr) {
+        RestoreJob job = restore_queue_.front();
+        restore_queue_.pop_front();
+        PageRecord& first = job.r->region->pages[job.page];
+        if (!job.read) {
+          // In host memory: mapped back now, no I/O (if still there; if it
+          // went to disk meanwhile, it is read).
+          if (job.r->degraded || job.r->releasing ||
+              (first.flags.load(std::memory_order_relaxed) & kPageInFlight)) {
+            continue;
+          }
+          const Tier tier = first.tier.load(std::memory_order_relaxed);
+          if (tier == Tier::kHost) {
+            if (BringInLocked(*job.r, job.page, &mapped_evicted).ok()) {
+              Counters::Add(counters_.restored_ahead_pages);
+              mapped.emplace_back(job.r->region, job.page);
+            }
+            continue;
+          }
+          if (tier != Tier::kDisk) continue;
+          first.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
+          ++job.r->disk_io;
+        }
+        const Region& region = *job.r->region;
+        Op& op = ops[i];
+        op.kind = Op::Kind::kRead;
+        op.r = job.r;
+        op.region = job.r->region;
+        op.first = job.page;
+        op.count = 1;
+        op.slot = first.disk_slot;
+        op.checksums.assign(1, first.checksum);
+        // Neighbours in the region and in the file go in the same read.
+        const bool whole_slots = region.page_size == page_size;
+        while (runs && whole_slots && op.count < kMaxRun && busy_pages + op.count < max_pages &&
+               !restore_queue_.empty()) {
+          const RestoreJob& next = restore_queue_.front();
+          const PageRecord& rec = region.pages[next.page];
+          if (!next.read || next.r != job.r || next.page != op.first + op.count ||
+              rec.disk_slot != op.slot + op.count) {
+            break;
+          }
+          op.checksums.push_back(rec.checksum);
+          ++op.count;
+          restore_queue_.pop_front();
+        }
+        busy_pages += op.count;
+        started.push_back(i);
+      }
+      // Copies ahead only while no restore is under way: they must not
+      // delay a returning session.
+      if (batch && restore_queue_.empty() && busy_pages == copies && copies < max_copies &&
+          Clock::now() >= copy_again) {
+        const std::vector<PageRef> picked = PickCopiesLocked(max_copies - copies);
+        if (picked.empty()) copy_again = Clock::now() + kCopyIdleWait;
+        for (const PageRef& p : picked) {
+          if (free_op() == nullptr) break;
+          Op& op = ops[i];
+          op.kind = Op::Kind::kCopy;
+          op.r = static_cast<SimRegion*>(p.region->backend);
+          op.region = op.r->region;
+          op.first = p.page;
+          op.count = 1;
+          ++op.r->disk_io;
+          ++busy_pages;
+          ++copies;
+          started.push_back(i);
+        }
+      }
+    }
+    Report(mapped_evicted);
+    for (const Evicted& e : mapped_evicted) SpillOverLimit(*e.region, e.page);
+    for (const auto& [region, page] : mapped) {
+      if (events_) events_->OnRestoredAhead(*region, page, 1);
+    }
+    std::vector<SpillCompletion> done;
+    for (size_t i : started) {
+      Op& op = ops[i];
+      const size_t len = op.region->page_size;
+      uint8_t* at = op.r->views.alias + uint64_t{op.first} * len;
+      if (op.kind == Op::Kind::kCopy) {
+        // A snapshot, so that the bytes written are the bytes checksummed
+        // even while the engine writes the page (the copy is then stale,
+        // and the page's hash at eviction says so).
+        if (op.snapshot.size() < len) {
+          Result<AlignedBuffer> b = AlignedBuffer::Allocate(len);
+          if (b.ok()) op.snapshot = std::move(b).value();
+        }
+        if (op.snapshot.size() < len) {
+          SpillCompletion c;
+          c.tag = i;
+          c.status = Status::Errorf("no %zu-byte buffer for a copy ahead", len);
+          done.push_back(std::move(c));
+          continue;
+        }
+        memcpy(op.snapshot.data(), at, len);
+        batch->AddWrite(op.snapshot.data(), len, i);
+      } else if (!batch) {
+        SpillCompletion c;
+        c.tag = i;
+        c.kind = IoKind::kRead;
+        c.status = store_->Read(op.slot, at, len, op.checksums[0], &c.failure);
+        done.push_back(std::move(c));
+      } else if (op.count == 1) {
+        batch->AddRead(op.slot, at, len, op.checksums[0], i);
+      } else {
+        batch->AddReadRun(op.slot, op.count, at, op.checksums.data(), i);
+      }
+    }
+    if (batch && batch->outstanding() > 0 && done.empty()) {
+      Status broken = batch->WaitAny(&done);
+      if (!broken.ok()) {
+        // The queue broke: reads it did not complete are read page by page
+        // (copies are dropped), and the next ones get a new queue.
+        Log(0, "simulated GPU: restore pipeline: %s", broken.message().c_str());
+        std::vector<bool> reported(ops.size(), false);
+        for (const SpillCompletion& c : done) reported[c.tag] = true;
+        for (size_t i = 0; i < ops.size(); ++i) {
+          Op& op = ops[i];
+          if (op.kind == Op::Kind::kFree || reported[i]) continue;
+          SpillCompletion c;
+          c.tag = i;
+          c.kind = op.kind == Op::Kind::kCopy ? IoKind::kWrite : IoKind::kRead;
+          if (op.kind == Op::Kind::kCopy) {
+            c.status = broken;
+          } else {
+            const size_t len = op.region->page_size;
+            for (uint32_t k = 0; k < op.count && c.status.ok(); ++k) {
+              c.status = store_->Read(op.slot + k, op.r->views.alias + uint64_t{op.first + k} * len,
+                                      len, op.checksums[k], &c.failure);
+            }
+          }
+          done.push_back(std::move(c));
+        }
+        batch.reset();
+        Result<std::unique_ptr<SpillBatch>> again = store_->NewBatch(static_cast<unsigned>(depth));
+        if (again.ok()) batch = std::move(again).value();
+        if (batch && restore_wake_fd_ >= 0) (void)batch->SetWakeFd(restore_wake_fd_);
+      }
+    }
+    for (const SpillCompletion& c : done) {
+      Op& op = ops[c.tag];
+      if (op.kind == Op::Kind::kCopy) {
+        MutexLock lock(&mu_);
+        FinishCopyLocked(*op.r, op.first,
+                         c.status.ok() ? Result<SpillSlot>(c.slot) : Result<SpillSlot>(c.status));
+        --copies;
+      } else if (c.status.ok()) {
+        if (!InstallRunFromPipeline(*op.r, op.first, op.count)) {
+          to_degrade.emplace_back(op.region, op.r);
+        }
+      } else if (c.failure == ReadFailure::kBadRequest) {
+        // A run the store would bounce: its pages wait for their faults,
+        // and later restores read one page at a time.
+        if (op.count > 1) runs = false;
+        MutexLock lock(&mu_);
+        AbandonRunLocked(*op.r, op.first, op.count);
+      } else {
+        // Read twice and still wrong: the page's only copy is gone.
+        StopOnLostPage(*store_, op.region->id, op.region->tag, op.first, c.status);
+      }
+      busy_pages -= op.count;
+      op.kind = Op::Kind::kFree;
+      op.region.reset();
+    }
+    if (!to_degrade.empty() && busy_pages == 0) {
+      MutexLock lock(&mu_);
+      for (const auto& [region, r] : to_degrade) {
+        // Unless it was destroyed meanwhile.
+        if (region->backend == r) {
+          DegradeLocked(*r, Status::Error("restored pages could not be installed"));
+        }
+      }
+      to_degrade.clear();
+    }
+  }
+}
+
+}  // namespace kvtier

@@ -1,0 +1,236 @@
+// The restore pipeline of the data-backed device (sim_restore.cc), one
+// mechanism at a time: a run of spilled pages comes back in few reads ahead
+// of its touches; reads far apart in the file are in flight together; a
+// fault while a read is held is served once it ends; a page back from disk
+// keeps its copy and leaves again unwritten until it changes; the stride
+// learned from where faults start brings a session's span back in every
+// layer; copies written ahead make the next eviction free.
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "runtime/device/sim/sim_device.h"
+#include "tests/sim/sim_disk_test_util.h"
+
+namespace kvtier::testing {
+namespace {
+
+constexpr size_t kPage = SimDiskTest::kPage;
+constexpr uint64_t kHoldTimeoutNs = 20'000'000'000;
+
+// Spills every page of `r` in one call (the store lays them out in page
+// order, side by side).
+void SpillAll(SimDevice& dev, Region& r) {
+  std::vector<PageRef> refs;
+  for (uint32_t p = 0; p < r.pages.size(); ++p) refs.push_back({&r, p});
+  std::vector<Status> results(refs.size());
+  dev.SpillPages(refs, results);
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_TRUE(results[i].ok()) << i << ": " << results[i].message();
+  }
+}
+
+TEST_F(SimDiskTest, ARunOfSpilledPagesComesBackInFewReadsAheadOfItsTouches) {
+  constexpr uint32_t kPages = 32;
+  SpillStore* store = MakeStore(64);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(64 * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  RegionPtr region = HostRegion(*dev, 20, kPages);
+  ASSERT_TRUE(region);
+  Region& r = *region;
+  SpillAll(*dev, r);
+  for (uint32_t p = 0; p < kPages; ++p) ASSERT_EQ(TierOf(r, p), Tier::kDisk) << p;
+  const uint64_t reads = env_.requests(IoKind::kRead);
+
+  int64_t bad = -1;
+  std::thread engine([&] {
+    for (uint32_t p = 0; p < kPages && bad == -1; ++p) {
+      const int64_t b = CheckPattern(PageBase(r, p), kPage, Seed(p, 1));
+      if (b != -1) bad = p;
+    }
+  });
+  engine.join();
+  EXPECT_EQ(bad, -1) << "first page with wrong bytes";
+  ASSERT_TRUE(events_.WaitForArrivals(kPages + kPages));
+  const size_t faulted = events_.faults().size() - kPages;
+  EXPECT_EQ(faulted + events_.ahead().size(), kPages);
+  // Each fault in the stream doubles how far ahead the pipeline reads:
+  // most pages arrive before their touch, in reads of several pages.
+  EXPECT_LE(faulted, 8u);
+  EXPECT_EQ(Get(counters_.restored_ahead_pages), events_.ahead().size());
+  EXPECT_LE(env_.requests(IoKind::kRead) - reads, 8u) << "neighbours in the file share a read";
+  EXPECT_EQ(Get(counters_.restored_pages), kPages);
+  EXPECT_EQ(store->copy_slots(), kPages);
+}
+
+TEST_F(SimDiskTest, PagesApartInTheFileAreReadWithSeveralReadsInFlight) {
+  SpillStore* store = MakeStore(16);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(16 * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  RegionPtr region = HostRegion(*dev, 21, 8);
+  ASSERT_TRUE(region);
+  Region& r = *region;
+  // One page at a time from the last: page p sits in slot 7 - p, so no two
+  // neighbours in the region are neighbours in the file.
+  for (uint32_t p = 8; p-- > 0;) ASSERT_TRUE(dev->Spill(r, p).ok());
+  EXPECT_EQ(env_.max_in_flight(), 1u) << "single spills use one request at a time";
+  EXPECT_EQ(CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)), -1);
+  // Page 0's fault brought pages 1 and 2 with it: three reads at once.
+  ASSERT_TRUE(events_.WaitForArrivals(8 + 3));
+  EXPECT_GE(env_.max_in_flight(), 3u);
+  for (uint32_t p = 0; p < 3; ++p) EXPECT_EQ(TierOf(r, p), Tier::kDevice) << p;
+  for (uint32_t p = 3; p < 8; ++p) EXPECT_EQ(TierOf(r, p), Tier::kDisk) << p;
+}
+
+TEST_F(SimDiskTest, AFaultWhileAnotherReadIsHeldIsServedWhenItEnds) {
+  SpillStore* store = MakeStore(32);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(32 * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  RegionPtr region = HostRegion(*dev, 22, 16);
+  ASSERT_TRUE(region);
+  Region& r = *region;
+  for (uint32_t p : {0u, 12u}) ASSERT_TRUE(dev->Spill(r, p).ok());
+  env_.HoldSlow();
+  env_.Arm(Fault::kSlow, 1);  // page 0's read
+  int64_t bad[2] = {0, 0};
+  std::thread a([&] { bad[0] = CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)); });
+  ASSERT_TRUE(env_.WaitForHeld(1, kHoldTimeoutNs)) << "page 0's read never completed";
+  std::thread b([&] { bad[1] = CheckPattern(PageBase(r, 12), kPage, Seed(12, 1)); });
+  // Page 12's fault is queued (marked in flight) while page 0's read holds.
+  ASSERT_TRUE(WaitForFlag(r, 12, kPageInFlight));
+  env_.ReleaseHeld();
+  a.join();
+  b.join();
+  EXPECT_EQ(bad[0], -1);
+  EXPECT_EQ(bad[1], -1);
+  EXPECT_EQ(Get(counters_.restored_pages), 2u);
+}
+
+TEST_F(SimDiskTest, APageBackFromDiskLeavesAgainWithoutAWriteUntilItChanges) {
+  SpillStore* store = MakeStore(8);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(8 * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  RegionPtr region = HostRegion(*dev, 23, 1);
+  ASSERT_TRUE(region);
+  Region& r = *region;
+  ASSERT_TRUE(dev->Spill(r, 0).ok());
+  EXPECT_EQ(CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)), -1);
+  ASSERT_TRUE(events_.WaitForArrivals(1 + 1));
+  EXPECT_NE(r.pages[0].flags.load() & kPageDiskCopy, 0);
+  EXPECT_EQ(Get(counters_.disk_copy_bytes), kPage);
+  EXPECT_EQ(Get(counters_.spilled_pages), 1u);
+
+  // Unchanged: it leaves again with no write, its copy its only one again.
+  ASSERT_TRUE(dev->Demote(r, 0).ok());
+  ASSERT_TRUE(dev->Spill(r, 0).ok());
+  EXPECT_EQ(TierOf(r, 0), Tier::kDisk);
+  EXPECT_EQ(Get(counters_.spilled_pages), 1u);
+  EXPECT_EQ(Get(counters_.spill_clean_pages), 1u);
+  EXPECT_EQ(MemfdBytes(r), 0u);
+  EXPECT_EQ(Get(counters_.disk_used_bytes), kPage);
+  EXPECT_EQ(Get(counters_.disk_copy_bytes), 0u);
+  EXPECT_EQ(CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)), -1);
+  ASSERT_TRUE(events_.WaitForArrivals(1 + 2));
+
+  // Changed: the copy is stale, so it is written again, and the new bytes
+  // come back.
+  WritePattern(PageBase(r, 0), kPage, Seed(0, 2));
+  ASSERT_TRUE(dev->Demote(r, 0).ok());
+  ASSERT_TRUE(dev->Spill(r, 0).ok());
+  EXPECT_EQ(TierOf(r, 0), Tier::kDisk);
+  EXPECT_EQ(Get(counters_.spilled_pages), 2u);
+  EXPECT_EQ(Get(counters_.spill_clean_pages), 1u);
+  EXPECT_EQ(store->used_slots(), 1u) << "the stale copy's slot was freed";
+  EXPECT_EQ(CheckPattern(PageBase(r, 0), kPage, Seed(0, 2)), -1);
+}
+
+TEST_F(SimDiskTest, AStrideLearnedFromFaultsBringsASpanBackInEveryLayer) {
+  // Four "layers" of 32 pages in one region, as llama.cpp's one KV buffer
+  // holds each layer's K and V side by side.
+  constexpr uint32_t kLayer = 32, kLayers = 4, kPages = kLayer * kLayers;
+  SpillStore* store = MakeStore(kPages);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(kPages * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  Result<RegionPtr> made = dev->CreateRegion(24, kPages * kPage, kPage, "kv-layers");
+  ASSERT_TRUE(made.ok());
+  Region& r = *made.value();
+  // Two engine steps write their new KV into the same cells of every
+  // layer, one layer after another: faults start runs a layer apart.
+  for (uint32_t cell : {2u, 10u}) {
+    for (uint32_t l = 0; l < kLayers; ++l) {
+      const uint32_t p = l * kLayer + cell;
+      WritePattern(PageBase(r, p), kPage, Seed(p, 1));
+    }
+  }
+  for (uint32_t p = 0; p < kPages; ++p) {
+    if (p % kLayer != 2 && p % kLayer != 10) WritePattern(PageBase(r, p), kPage, Seed(p, 1));
+  }
+  for (uint32_t p = 0; p < kPages; ++p) ASSERT_TRUE(dev->Demote(r, p).ok());
+  SpillAll(*dev, r);
+
+  // The engine reads cells 4..11 of layer 0 only.
+  for (uint32_t p = 4; p < 12; ++p) ASSERT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1);
+  // The span it faulted on comes back at every layer, untouched.
+  for (uint32_t l = 1; l < kLayers; ++l) {
+    EXPECT_TRUE(WaitForTier(r, l * kLayer + 4, Tier::kDevice)) << "layer " << l;
+  }
+  const uint64_t faults = Get(counters_.faults);
+  for (uint32_t l = 1; l < kLayers; ++l) {
+    const uint32_t p = l * kLayer + 4;
+    EXPECT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << p;
+  }
+  EXPECT_EQ(Get(counters_.faults), faults) << "pages read ahead must not fault";
+  // Cells the engine never came near stay on disk in every layer.
+  for (uint32_t l = 0; l < kLayers; ++l) {
+    for (uint32_t cell = 24; cell < kLayer; ++cell) {
+      EXPECT_EQ(TierOf(r, l * kLayer + cell), Tier::kDisk) << "layer " << l << " cell " << cell;
+    }
+  }
+}
+
+TEST_F(SimDiskTest, CopiesWrittenAheadMakeTheNextEvictionFreeUnlessThePageChanged) {
+  SpillStore* store = MakeStore(32);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(8 * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  Result<RegionPtr> made = dev->CreateRegion(25, 16 * kPage, kPage, "kv-copies");
+  ASSERT_TRUE(made.ok());
+  Region& r = *made.value();
+  for (uint32_t p = 0; p < 8; ++p) WritePattern(PageBase(r, p), kPage, Seed(p, 1));
+  // A full device: the oldest half (pages 0..3, the next to be evicted)
+  // gets copies on SSD while nothing else is going on.
+  const auto deadline = std::chrono::steady_clock::now() + kEventDeadline;
+  while (Get(counters_.copied_ahead_pages) < 4 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();  // a condition: the pipeline thread answers it
+  }
+  ASSERT_EQ(Get(counters_.copied_ahead_pages), 4u);
+  for (uint32_t p = 0; p < 4; ++p) {
+    EXPECT_NE(r.pages[p].flags.load() & kPageDiskCopy, 0) << p;
+    EXPECT_EQ(TierOf(r, p), Tier::kDevice) << p;
+  }
+  EXPECT_EQ(Get(counters_.disk_copy_bytes), 4 * kPage);
+  // Page 1 changes after its copy was written.
+  WritePattern(PageBase(r, 1), kPage, Seed(1, 2));
+  // Four new pages evict the four oldest: three go to disk unwritten, the
+  // changed one to host memory, its stale copy dropped.
+  for (uint32_t p = 8; p < 12; ++p) WritePattern(PageBase(r, p), kPage, Seed(p, 1));
+  ASSERT_TRUE(events_.WaitForEvictions(4));
+  for (uint32_t p : {0u, 2u, 3u}) EXPECT_EQ(TierOf(r, p), Tier::kDisk) << p;
+  EXPECT_EQ(TierOf(r, 1), Tier::kHost);
+  EXPECT_EQ(r.pages[1].flags.load() & kPageDiskCopy, 0);
+  EXPECT_EQ(Get(counters_.spill_clean_pages), 3u);
+  EXPECT_EQ(Get(counters_.host_used_bytes), kPage);
+  // Everything reads back as last written.
+  ASSERT_TRUE(dev->Spill(r, 1).ok());
+  for (uint32_t p = 0; p < 4; ++p) {
+    EXPECT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, p == 1 ? 2 : 1)), -1) << p;
+  }
+}
+
+}  // namespace
+}  // namespace kvtier::testing
