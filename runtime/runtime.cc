@@ -118,6 +118,8 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts p
     config.kind = parts.data_kind;
     config.range = parts.data_range;
     config.host_limit_bytes = parts.data_host_limit;
+    config.fill_ahead_pages = parts.data_fill_ahead;
+    config.copy_ahead = true;
     auto sim = SimDevice::Create(config);
     if (!sim.ok()) return sim.status();
     device = std::move(sim).value();
@@ -353,7 +355,7 @@ void Runtime::OnFault(Region& region, uint32_t page, Tier from, uint64_t wait_ns
   if (from == Tier::kHost || from == Tier::kDisk) TickSoon();
 }
 
-void Runtime::OnRestoredAhead(Region& region, uint32_t first, uint32_t count) {
+void Runtime::OnArrivedAhead(Region& region, uint32_t first, uint32_t count) {
   // The policy sees them used (a policy that went by faults alone would
   // find a returning session's pages cold and send them away again).
   PushSignal({SignalKind::kAccess, region.id, first, count, clock_.NowNs()});
@@ -469,9 +471,29 @@ void Runtime::Shutdown() {
     fputs(text.c_str(), stderr);
     fflush(stderr);
   }
+  if (options_.stats_file != "none") WriteStatsFile(options_.stats_file);
+}
+
+void Runtime::WriteStatsFile(const std::string& path) {
+  std::string json = "{\"pid\": " + std::to_string(getpid()) + ", \"backend\": \"" +
+                     device_->kind() + "\", \"policy\": \"" + policy_->name() +
+                     "\", \"page_size\": " + std::to_string(options_.page_size) +
+                     ", \"counters\": {";
+  const char* sep = "";
+#define KVTIER_STAT(name, kind, doc)                                                            \
+  json += std::string(sep) + "\"" #name "\": " + std::to_string(Counters::Get(counters_.name)); \
+  sep = ", ";
+#include "kvtier/stats_fields.def"
+#undef KVTIER_STAT
+  json += "}}\n";
+  FILE* f = fopen(path.c_str(), "w");
+  if (f == nullptr || fputs(json.c_str(), f) < 0 || fclose(f) != 0) {
+    Log(0, "KVTIER_STATS_FILE=%s: cannot write it: %s", path.c_str(), strerror(errno));
+  }
 }
 
 std::string Runtime::SummaryText() {
+  if (std::string_view(device_->kind()) == "host") return HostSummaryText();
   const Counters& c = counters_;
   auto g = [](const std::atomic<uint64_t>& v) { return Counters::Get(v); };
   auto b = [&](const std::atomic<uint64_t>& v) { return FormatBytes(g(v)); };
@@ -500,19 +522,6 @@ std::string Runtime::SummaryText() {
       faults ? double(g(c.fault_ns)) / double(faults) / 1000.0 : 0.0,
       (unsigned long long)g(c.refaults), (unsigned long long)g(c.driver_evictions));
   std::string out(buf, std::min<size_t>(n, sizeof buf - 1));
-  if (std::string_view(device_->kind()) == "host") {
-    // The host backend's "device" and "host" tiers are both memory: the
-    // budget a user set (KVTIER_HOST_BUDGET) bounds them together.
-    const uint64_t memory = budget + g(c.host_budget_bytes);
-    const uint64_t resident = g(c.resident_peak_bytes);
-    const std::string over =
-        resident <= memory ? ", never above it"
-                           : ", above it by " + FormatBytes(resident - memory) +
-                                 " (pages waiting for their SSD write)";
-    snprintf(buf, sizeof buf, "  resident memory   peak %s of %s (KVTIER_HOST_BUDGET)%s\n",
-             FormatBytes(resident).c_str(), FormatBytes(memory).c_str(), over.c_str());
-    out += buf;
-  }
   if (g(c.disk_budget_bytes)) {
     snprintf(buf, sizeof buf,
              "  disk tier         spilled %llu pages (%s), restored %llu pages (%s), zero pages "
@@ -528,15 +537,100 @@ std::string Runtime::SummaryText() {
       out += "  faults injected   " + (fired.empty() ? std::string("none fired") : fired) + "\n";
     }
   }
+  out += PolicySummaryText();
+  return out;
+}
+
+std::string Runtime::PolicySummaryText() {
+  const Counters& c = counters_;
+  auto g = [](const std::atomic<uint64_t>& v) { return Counters::Get(v); };
+  char buf[512];
   snprintf(buf, sizeof buf, "  policy            %llu ticks, %.1f ms total; signals %llu (dropped %llu)\n",
            (unsigned long long)g(c.policy_ticks), double(g(c.policy_ns)) / 1e6,
            (unsigned long long)g(c.signals), (unsigned long long)g(c.signals_dropped));
-  out += buf;
+  std::string out = buf;
   if (g(c.bad_frees) != 0) {
     snprintf(buf, sizeof buf, "  bad frees         %llu (unknown pointers, or freed twice)\n",
              (unsigned long long)g(c.bad_frees));
     out += buf;
   }
+  return out;
+}
+
+std::string Runtime::HostSummaryText() {
+  // The host backend's "device" is the engine's blocks mapped in memory, its
+  // "host" tier the pages staged on their way to SSD: said so, in those words.
+  const Counters& c = counters_;
+  auto g = [](const std::atomic<uint64_t>& v) { return Counters::Get(v); };
+  auto b = [&](const std::atomic<uint64_t>& v) { return FormatBytes(g(v)); };
+  auto pages = [](uint64_t n) { return static_cast<unsigned long long>(n); };
+  const uint64_t page = options_.page_size;
+  const uint64_t mapped = g(c.device_budget_bytes);
+  const uint64_t memory = mapped + g(c.host_budget_bytes);
+  const uint64_t resident = g(c.resident_peak_bytes);
+  const uint64_t faults = g(c.faults);
+  char buf[1024];
+  std::string out;
+  snprintf(buf, sizeof buf,
+           "kvtier summary (pid %d, backend host, policy %s, page %s)\n"
+           "  tiered blocks     %llu alive now (%s); %llu of %llu allocations matched\n",
+           getpid(), policy_->name(), FormatBytes(page).c_str(), pages(g(c.regions)),
+           b(c.region_bytes).c_str(), pages(g(c.matched_allocations)), pages(g(c.allocations)));
+  out += buf;
+  const std::string over = resident <= memory ? ", never above it"
+                                              : ", above it by " + FormatBytes(resident - memory) +
+                                                    " (pages waiting for their SSD write)";
+  snprintf(buf, sizeof buf,
+           "  resident memory   peak %s of %s (KVTIER_HOST_BUDGET)%s; at most %s of it mapped in "
+           "the blocks, the rest staged for SSD\n",
+           FormatBytes(resident).c_str(), FormatBytes(memory).c_str(), over.c_str(),
+           FormatBytes(mapped).c_str());
+  out += buf;
+  snprintf(buf, sizeof buf,
+           "  unmapped          %llu pages (%s) by the policy, %llu more when a page fault found "
+           "the mapped share full\n",
+           pages(g(c.demoted_pages)), b(c.demoted_bytes).c_str(), pages(g(c.driver_evictions)));
+  out += buf;
+  snprintf(
+      buf, sizeof buf,
+      "  page faults       %llu pages (%s) the engine waited for, mean %.0f us (first touches, "
+      "staged pages, pages on SSD); refaults %llu\n",
+      pages(faults), b(c.fault_bytes).c_str(),
+      faults ? double(g(c.fault_ns)) / double(faults) / 1000.0 : 0.0, pages(g(c.refaults)));
+  out += buf;
+  if (g(c.disk_budget_bytes) != 0) {
+    // Pages that left memory for SSD: written at their eviction, or not
+    // written at all (their copy there was current); copies written ahead
+    // are writes of pages that stayed.
+    const uint64_t written = g(c.spilled_pages);
+    const uint64_t ahead = g(c.copied_ahead_pages);
+    const uint64_t evicted_written = written > ahead ? written - ahead : 0;
+    const uint64_t left = evicted_written + g(c.spill_clean_pages);
+    snprintf(
+        buf, sizeof buf,
+        "  left memory       %llu pages (%s) for SSD: %llu written then, %llu unwritten (their "
+        "copy on SSD was current); %llu pages of zeros dropped\n",
+        pages(left), FormatBytes(left * page).c_str(), pages(evicted_written),
+        pages(g(c.spill_clean_pages)), pages(g(c.zero_pages_dropped)));
+    out += buf;
+    char ratio[48] = "";
+    if (left != 0)
+      snprintf(ratio, sizeof ratio, ", %.2fx what left memory", double(written) / double(left));
+    snprintf(buf, sizeof buf,
+             "  SSD               wrote %llu pages (%s%s; %llu copies ahead of an eviction), read "
+             "%llu pages (%s; %llu ahead of any touch); copies kept %s; errors %llu, checksum "
+             "mismatches %llu\n",
+             pages(written), b(c.spilled_bytes).c_str(), ratio, pages(ahead),
+             pages(g(c.restored_pages)), b(c.restored_bytes).c_str(),
+             pages(g(c.restored_ahead_pages)), b(c.disk_copy_bytes).c_str(),
+             pages(g(c.spill_errors) + g(c.restore_errors)), pages(g(c.checksum_mismatches)));
+    out += buf;
+    if (fault_env_) {
+      const std::string fired = InjectedSummary(*fault_env_);
+      out += "  faults injected   " + (fired.empty() ? std::string("none fired") : fired) + "\n";
+    }
+  }
+  out += PolicySummaryText();
   return out;
 }
 

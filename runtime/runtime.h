@@ -76,6 +76,8 @@ class Runtime : public DeviceEvents {
     // The most bytes its host tier holds before a fault waits for spills (0:
     // no limit; the host backend's staging).
     uint64_t data_host_limit = 0;
+    // Never-touched pages its first touch populates after its own (0: none).
+    uint32_t data_fill_ahead = 0;
     // Null: the policy registry (policies/registry.h).
     PolicyFactory policy;
     // Where signals are stamped and ticks read time; null: the monotonic
@@ -127,16 +129,21 @@ class Runtime : public DeviceEvents {
   void Shutdown();
   // Formats the statistics a person reads at exit (KVTIER_SHOW_STATS=1).
   std::string SummaryText();
+  // Writes every counter as one JSON object (KVTIER_STATS_FILE).
+  void WriteStatsFile(const std::string& path);
 
   // DeviceEvents
   void OnFault(Region& region, uint32_t page, Tier from, uint64_t wait_ns) override;
   void OnDriverEviction(Region& region, uint32_t page) override;
   void OnMemoryPressure() override { TickSoon(); }
-  void OnRestoredAhead(Region& region, uint32_t first, uint32_t count) override;
+  void OnArrivedAhead(Region& region, uint32_t first, uint32_t count) override;
 
  private:
   Runtime(const Options& options, const Clock& clock);
   void PolicyLoop();
+  // SummaryText's host backend form, and its policy lines.
+  std::string HostSummaryText();
+  std::string PolicySummaryText();
   // Logs a move the device refused (the first one; later ones are counted).
   void OnMoveFailed(Region& region, const Move& move, const Status& error);
 

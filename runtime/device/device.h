@@ -30,10 +30,11 @@ class DeviceEvents {
   // The device was full when a fault or prefetch needed room, so the backend
   // evicted `page` itself (least recently migrated first, as UVM does).
   virtual void OnDriverEviction(Region& region, uint32_t page) = 0;
-  // Pages [first, first + count) came back to the device ahead of any touch
-  // (read with a faulting page, or brought back from the host tier with
-  // it): evidence that the engine is about to use them, not a fault.
-  virtual void OnRestoredAhead(Region& region, uint32_t first, uint32_t count) {}
+  // Pages [first, first + count) came to the device ahead of any touch (read
+  // back with a faulting page, brought back from the host tier with it, or
+  // populated after a first touch): evidence that the engine is about to
+  // use them, not a fault.
+  virtual void OnArrivedAhead(Region& region, uint32_t first, uint32_t count) {}
   // A fault waits for room: the host tier is over the limit it may hold
   // before pages go to SSD (the host backend's staging), so spills are
   // needed now, not at the next period.

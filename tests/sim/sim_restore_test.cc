@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/device/sim/sim_device.h"
+#include "runtime/storage/page_io.h"
 #include "tests/sim/sim_disk_test_util.h"
 
 namespace kvtier::testing {
@@ -193,10 +194,37 @@ TEST_F(SimDiskTest, AStrideLearnedFromFaultsBringsASpanBackInEveryLayer) {
   }
 }
 
+TEST_F(SimDiskTest, AFirstTouchPopulatesTheNeverTouchedPagesAfterIt) {
+  SimDeviceConfig config;
+  config.fill_ahead_pages = 3;
+  auto dev = MakeDevice(16 * kPage, 1, false, nullptr, config);
+  ASSERT_TRUE(dev);
+  Result<RegionPtr> made = dev->CreateRegion(26, 10 * kPage, kPage, "kv-fill");
+  ASSERT_TRUE(made.ok());
+  Region& r = *made.value();
+  WritePattern(PageBase(r, 5), kPage, Seed(5, 1));  // page 5 touched first
+  // A touch of page 2 populates 3, 4 and stops at 5 (not never-touched).
+  WritePattern(PageBase(r, 2), kPage, Seed(2, 1));
+  ASSERT_TRUE(events_.WaitForArrivals(2 + 3 + 2));
+  for (uint32_t p : {2u, 3u, 4u, 5u, 6u, 7u, 8u}) EXPECT_EQ(TierOf(r, p), Tier::kDevice) << p;
+  for (uint32_t p : {0u, 1u, 9u}) EXPECT_EQ(TierOf(r, p), Tier::kUntouched) << p;
+  EXPECT_EQ(events_.faults().size(), 2u);
+  // Populated pages read as zeros and take writes without a fault.
+  const uint64_t faults = Get(counters_.faults);
+  EXPECT_TRUE(IsAllZero(PageBase(r, 3), kPage));
+  WritePattern(PageBase(r, 4), kPage, Seed(4, 1));
+  EXPECT_EQ(CheckPattern(PageBase(r, 4), kPage, Seed(4, 1)), -1);
+  EXPECT_EQ(Get(counters_.faults), faults);
+}
+
 TEST_F(SimDiskTest, CopiesWrittenAheadMakeTheNextEvictionFreeUnlessThePageChanged) {
   SpillStore* store = MakeStore(32);
   ASSERT_TRUE(store);
-  auto dev = MakeDevice(8 * kPage, 1, false, store);
+  // The host backend's device: its host tier only stages pages for SSD.
+  SimDeviceConfig config;
+  config.copy_ahead = true;
+  config.host_limit_bytes = 4 * kPage;
+  auto dev = MakeDevice(8 * kPage, 1, false, store, config);
   ASSERT_TRUE(dev);
   Result<RegionPtr> made = dev->CreateRegion(25, 16 * kPage, kPage, "kv-copies");
   ASSERT_TRUE(made.ok());

@@ -48,7 +48,7 @@ class RecordingEvents : public DeviceEvents {
     evictions_.push_back({region.id, page});
     cv_.notify_all();
   }
-  void OnRestoredAhead(Region& region, uint32_t first, uint32_t count) override {
+  void OnArrivedAhead(Region& region, uint32_t first, uint32_t count) override {
     std::lock_guard<std::mutex> lock(mu_);
     for (uint32_t p = first; p < first + count; ++p) ahead_.push_back({region.id, p});
     cv_.notify_all();
@@ -79,7 +79,7 @@ class RecordingEvents : public DeviceEvents {
     std::lock_guard<std::mutex> lock(mu_);
     return evictions_;
   }
-  // Pages reported back ahead of a touch (OnRestoredAhead), one each.
+  // Pages reported back ahead of a touch (OnArrivedAhead), one each.
   std::vector<Eviction> ahead() const {
     std::lock_guard<std::mutex> lock(mu_);
     return ahead_;
@@ -100,6 +100,12 @@ class SimDeviceTest : public ::testing::Test {
   std::unique_ptr<SimDevice> MakeDevice(uint64_t capacity, int fault_threads = 1,
                                         bool copy_fill = false, SpillStore* store = nullptr) {
     SimDeviceConfig config;
+    return MakeDevice(capacity, fault_threads, copy_fill, store, config);
+  }
+  // The same from a config with other fields set (fill_ahead_pages,
+  // copy_ahead).
+  std::unique_ptr<SimDevice> MakeDevice(uint64_t capacity, int fault_threads, bool copy_fill,
+                                        SpillStore* store, SimDeviceConfig config) {
     config.capacity_bytes = capacity;
     config.fault_threads = fault_threads;
     config.copy_fill = copy_fill;

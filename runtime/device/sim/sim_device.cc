@@ -57,6 +57,8 @@ SimDevice::SimDevice(const SimDeviceConfig& config, UserFaultFd uffd, int stop_f
       kind_(config.kind ? config.kind : "sim"),
       range_(config.range),
       host_limit_(config.host_limit_bytes),
+      fill_ahead_(config.fill_ahead_pages),
+      copy_ahead_(config.copy_ahead),
       fault_threads_(config.fault_threads),
       copy_fill_(config.copy_fill),
       events_(config.events),
@@ -298,7 +300,7 @@ Status SimDevice::Demote(Region& region, uint32_t page) {
     return Status::Ok();
   }
   if (Status s = ZapLocked(*r.value(), page); !s.ok()) return s;
-  SetTierLocked(*r.value(), page, Tier::kHost);
+  LeaveDeviceLocked(*r.value(), page);
   Counters::Add(counters_.demoted_pages);
   Counters::Add(counters_.demoted_bytes, region.page_size);
   lock.Unlock();
@@ -403,17 +405,29 @@ Status SimDevice::MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted) 
     SimRegion& vr = *victim->owner;
     const uint32_t vp = victim->page;
     if (Status s = ZapLocked(vr, vp); !s.ok()) return s;
-    // A page whose copy on SSD is current goes straight there (no write,
-    // no staging); any other goes to the host tier, its stale copy freed.
-    const uint8_t* bytes = vr.views.alias + uint64_t{vp} * vr.region->page_size;
-    if (!CopyIsCurrent(*vr.region, vp, bytes) || !LeaveForCopyLocked(vr, vp).ok()) {
-      DropCopyLocked(vr, vp);
-      SetTierLocked(vr, vp, Tier::kHost);
-    }
+    LeaveDeviceLocked(vr, vp);
     Counters::Add(counters_.driver_evictions);
     evicted->push_back({vr.region, vp});
   }
   return Status::Ok();
+}
+
+void SimDevice::LeaveDeviceLocked(SimRegion& r, uint32_t page) {
+  if (host_limit_ != 0 && store_ != nullptr) {
+    // The host backend's host tier only stages pages on their way to SSD:
+    // a page of zeros is dropped (it reads back as zeros), a page whose copy
+    // on SSD is current goes straight there (no write, no staging).
+    const size_t len = r.region->page_size;
+    const uint8_t* bytes = r.views.alias + uint64_t{page} * len;
+    if (IsAllZero(bytes, len)) {
+      if (PunchZeroPageLocked(r, page).ok()) return;
+    } else if (CopyIsCurrent(*r.region, page, bytes)) {
+      if (LeaveForCopyLocked(r, page).ok()) return;
+    } else {
+      DropCopyLocked(r, page);  // changed since: its copy is stale
+    }
+  }
+  SetTierLocked(r, page, Tier::kHost);
 }
 
 Status SimDevice::ZapLocked(SimRegion& r, uint32_t page) {

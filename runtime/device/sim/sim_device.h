@@ -119,6 +119,13 @@ struct SimDeviceConfig {
   // policy to spill pages to SSD (0: no limit). The host backend's staging,
   // so that device + host stay within KVTIER_HOST_BUDGET.
   uint64_t host_limit_bytes = 0;
+  // Never-touched pages a first touch populates after its own (0: none, as
+  // UVM's faults on the simulated GPU; the host backend sets it: a CPU
+  // engine writes new KV, and clears its buffers, in order).
+  uint32_t fill_ahead_pages = 0;
+  // With a disk tier: while idle, write copies of the oldest resident pages
+  // (the next evictions) ahead, so that they leave without a write.
+  bool copy_ahead = false;
 };
 
 // Per-region backend state (Region::backend points here).
@@ -191,10 +198,11 @@ class SimDevice final : public Device {
   void StopThreads();
   void FaultLoop();
   void HandleFault(const uffd_msg& msg, Clock::time_point read_at);
-  // With a host limit: while the host tier is over it and the disk tier
-  // takes writes, waits (at most kStagingWait) for spills to make room,
-  // asking the runtime for a tick first. Called with no lock held.
-  void WaitForStagingRoom();
+  // With a host limit: while the host tier has no room for `bytes` more
+  // (at most its whole limit) and the disk tier takes writes, waits (at
+  // most kStagingWait) for spills to make room, asking the runtime for a
+  // tick first. Called with no lock held.
+  void WaitForStagingRoom(uint64_t bytes);
 
   // Every *Locked method requires mu_; RestoreLocked and DegradeLocked
   // release it for a while and hold it again when they return.
@@ -203,11 +211,20 @@ class SimDevice final : public Device {
   SimRegion* FindByAddressLocked(uintptr_t addr) const REQUIRES(mu_);
   // Brings a kHost or kUntouched page to the device (evicting as needed).
   Status BringInLocked(SimRegion& r, uint32_t page, std::vector<Evicted>* evicted) REQUIRES(mu_);
+  // After a first touch of `first - 1`: populates the never-touched pages
+  // from `first` on (at most fill_ahead_, up to the first page that is
+  // not); returns how many.
+  uint32_t FillAheadLocked(SimRegion& r, uint32_t first, std::vector<Evicted>* evicted)
+      REQUIRES(mu_);
   // Evicts least recently migrated pages until `bytes` more fit.
   Status MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted) REQUIRES(mu_);
   // Installs zeros for a never-touched page (MISSING).
   Status FillUntouchedLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
   Status ZapLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
+  // Books a page just zapped off the device: to the host tier; with the
+  // host backend straight to SSD if its copy there is current (or nowhere,
+  // if it is zeros), since its host tier only stages pages for SSD.
+  void LeaveDeviceLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
   // The one place a page's tier changes: record, resident list and counters.
   void SetTierLocked(SimRegion& r, uint32_t page, Tier to) REQUIRES(mu_);
   void Account(Tier tier, uint64_t bytes, bool add);
@@ -238,6 +255,8 @@ class SimDevice final : public Device {
   // Ends the spill of a page read as all zeros: punched out of the memfd,
   // written nowhere, it becomes kUntouched (its next touch reads zeros).
   Status DropZeroPageLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
+  // Punches a page of zeros out of the memfd: it becomes kUntouched.
+  Status PunchZeroPageLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
   // Whether the page (its `bytes`, which must not change meanwhile) still
   // matches the copy on SSD it kept when it was restored (kPageDiskCopy).
   bool CopyIsCurrent(const Region& region, uint32_t page, const uint8_t* bytes) const;
@@ -310,6 +329,8 @@ class SimDevice final : public Device {
   // destroyed); counts a page a thread waited on as a fault. False when the
   // install failed (the region is then to be degraded).
   bool InstallRunFromPipeline(SimRegion& r, uint32_t first, uint32_t count);
+  // One part of it, whose evictions the staging area has room for.
+  bool InstallPartFromPipeline(SimRegion& r, uint32_t first, uint32_t count);
   // Ends a copy ahead: `page` keeps it if it is still in memory and has no
   // copy (else the slot is freed).
   void FinishCopyLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written)
@@ -325,6 +346,8 @@ class SimDevice final : public Device {
   const char* const kind_;
   VaRange* const range_;
   const uint64_t host_limit_;
+  const uint32_t fill_ahead_;
+  const bool copy_ahead_;
   const int fault_threads_;
   const bool copy_fill_;
   DeviceEvents* const events_;

@@ -206,11 +206,15 @@ Status SimDevice::DropZeroPageLocked(SimRegion& r, uint32_t page) {
   PageRecord& rec = region.pages[page];
   const uint8_t flags = rec.flags.fetch_and(
       static_cast<uint8_t>(~(kPageInFlight | kPageTouchedDuringMove)), std::memory_order_relaxed);
-  DropCopyLocked(r, page);
   if ((flags & kPageTouchedDuringMove) || r.degraded ||
       rec.tier.load(std::memory_order_relaxed) != Tier::kHost) {
     return Status::Ok();  // touched since it was read: it stays where the fault put it
   }
+  return PunchZeroPageLocked(r, page);
+}
+
+Status SimDevice::PunchZeroPageLocked(SimRegion& r, uint32_t page) {
+  Region& region = *r.region;
   const off_t offset = static_cast<off_t>(uint64_t{page} * region.page_size);
   if (fallocate(r.views.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
                 static_cast<off_t>(region.page_size)) != 0) {
@@ -221,6 +225,7 @@ Status SimDevice::DropZeroPageLocked(SimRegion& r, uint32_t page) {
   }
   // With no bytes it is a never-touched page again: the next touch is
   // filled with zeros (MISSING), which is what it held.
+  DropCopyLocked(r, page);
   SetTierLocked(r, page, Tier::kUntouched);
   Counters::Add(counters_.zero_pages_dropped);
   return Status::Ok();

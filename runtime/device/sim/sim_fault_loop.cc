@@ -101,9 +101,11 @@ void SimDevice::FaultLoop() {
   }
 }
 
-void SimDevice::WaitForStagingRoom() {
-  // Room for one more page: an eviction adds at most one.
-  auto over = [this] { return Counters::Get(counters_.host_used_bytes) >= host_limit_; };
+void SimDevice::WaitForStagingRoom(uint64_t bytes) {
+  // Room for `bytes` more (at most the whole staging): each page coming in
+  // may evict one there.
+  const uint64_t room = std::min(bytes, host_limit_);
+  auto over = [&] { return Counters::Get(counters_.host_used_bytes) + room > host_limit_; };
   if (!over() || store_ == nullptr || !store_->writable()) return;
   if (events_) events_->OnMemoryPressure();
   const Clock::time_point deadline = Clock::now() + kStagingWait;
@@ -134,7 +136,7 @@ void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
       }
     }
   }
-  if (host_limit_ != 0) WaitForStagingRoom();
+  if (host_limit_ != 0) WaitForStagingRoom(BasePageSize());
   const bool minor = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_MINOR) != 0;
   const size_t base_page = BasePageSize();
   const uintptr_t base_addr = addr & ~(uintptr_t{base_page} - 1);
@@ -143,6 +145,7 @@ void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
   uint32_t page = 0;
   Tier from = Tier::kDevice;
   uint64_t wait_ns = 0;
+  uint32_t ahead = 0;  // never-touched pages after it populated with it
   {
     MutexLock lock(&mu_);
     SimRegion* r = FindByAddressLocked(addr);
@@ -169,6 +172,9 @@ void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
     Status s;
     if (from != Tier::kDisk) {
       s = BringInLocked(*r, page, &evicted);
+      if (s.ok() && from == Tier::kUntouched && fill_ahead_ > 0) {
+        ahead = FillAheadLocked(*r, page + 1, &evicted);
+      }
     } else if (rec.flags.load(std::memory_order_relaxed) & kPageInFlight) {
       // Another thread is reading this page back. Its install wakes every
       // thread waiting on the page, this one's included (and on an error it
@@ -193,7 +199,34 @@ void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
   }
   Report(evicted);
   if (!region) return;  // not resolved here
-  if (events_) events_->OnFault(*region, page, from, wait_ns);
+  if (events_) {
+    events_->OnFault(*region, page, from, wait_ns);
+    if (ahead > 0) events_->OnArrivedAhead(*region, page + 1, ahead);
+  }
+}
+
+uint32_t SimDevice::FillAheadLocked(SimRegion& r, uint32_t first, std::vector<Evicted>* evicted) {
+  Region& region = *r.region;
+  // Into free room only: pages the engine has not asked for must not push
+  // out pages it has.
+  const uint64_t resident = resident_bytes_.load(std::memory_order_relaxed);
+  const uint64_t free_pages = resident < capacity_ ? (capacity_ - resident) / region.page_size : 0;
+  const uint32_t most = static_cast<uint32_t>(std::min<uint64_t>(fill_ahead_, free_pages));
+  uint32_t count = 0;
+  while (count < most && first + count < region.pages.size()) {
+    const PageRecord& rec = region.pages[first + count];
+    if (rec.tier.load(std::memory_order_relaxed) != Tier::kUntouched ||
+        (rec.flags.load(std::memory_order_relaxed) & kPageInFlight)) {
+      break;
+    }
+    ++count;
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    // One page at a time: each takes its room, and a failure stops there
+    // (the rest are filled by their own first touch).
+    if (!BringInLocked(r, first + i, evicted).ok()) return i;
+  }
+  return count;
 }
 
 }  // namespace kvtier

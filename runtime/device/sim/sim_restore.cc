@@ -55,6 +55,15 @@ constexpr std::chrono::milliseconds kCopyIdleWait{20};
 constexpr uint32_t kFirstWindow = 2;  // pages queued past a stream's first fault
 constexpr uint32_t kMaxWindow = 16;   // ... and at most past a later one
 
+// True when 16 words spread over the page are all zero.
+bool LooksAllZero(const uint8_t* bytes, size_t len) {
+  const auto* words = reinterpret_cast<const uint64_t*>(bytes);
+  const size_t n = len / sizeof(uint64_t);
+  uint64_t any = 0;
+  for (size_t i = 0; i < 16; ++i) any |= words[i * (n - 1) / 15];
+  return any == 0;
+}
+
 }  // namespace
 
 Status SimDevice::StartRestorer(const StartStepCheck& check) {
@@ -250,7 +259,26 @@ void SimDevice::AbandonRunLocked(SimRegion& r, uint32_t first, uint32_t count) {
 }
 
 bool SimDevice::InstallRunFromPipeline(SimRegion& r, uint32_t first, uint32_t count) {
-  if (host_limit_ != 0) WaitForStagingRoom();
+  // With the host backend's staging, in parts whose evictions it has room
+  // for (half of it: a fault's eviction may need the rest), so that
+  // resident memory stays within the budget.
+  const uint64_t len = r.region->page_size;
+  const uint32_t part = host_limit_ == 0
+                            ? count
+                            : static_cast<uint32_t>(std::max<uint64_t>(host_limit_ / len / 2, 1));
+  for (uint32_t done = 0; done < count; done += part) {
+    const uint32_t n = std::min(part, count - done);
+    if (host_limit_ != 0) WaitForStagingRoom(n * len);
+    if (!InstallPartFromPipeline(r, first + done, n)) {
+      MutexLock lock(&mu_);
+      if (done + n < count) AbandonRunLocked(r, first + done + n, count - done - n);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool SimDevice::InstallPartFromPipeline(SimRegion& r, uint32_t first, uint32_t count) {
   std::vector<Evicted> evicted;
   std::vector<std::pair<uint32_t, uint64_t>> faulted;  // page, wait
   std::vector<std::pair<uint32_t, uint32_t>> ahead;    // runs: first, count
@@ -313,7 +341,7 @@ bool SimDevice::InstallRunFromPipeline(SimRegion& r, uint32_t first, uint32_t co
   if (events_ && !r.degraded) {
     for (const auto& [page, wait_ns] : faulted)
       events_->OnFault(*region, page, Tier::kDisk, wait_ns);
-    for (const auto& [p, n] : ahead) events_->OnRestoredAhead(*region, p, n);
+    for (const auto& [p, n] : ahead) events_->OnArrivedAhead(*region, p, n);
   }
   return installed;
 }
@@ -342,7 +370,7 @@ std::vector<PageRef> SimDevice::PickCopiesLocked(size_t most) {
   // reserve bytes to arrive evict that many of the oldest pages.
   const uint64_t reserve = capacity_ / kCopyReserveShare;
   const uint64_t resident = resident_bytes_.load(std::memory_order_relaxed);
-  if (resident + reserve <= capacity_) return picked;
+  if (!copy_ahead_ || resident + reserve <= capacity_) return picked;
   uint64_t scanned = 0;
   for (ResidentLink* l = resident_.Oldest();
        l != nullptr && picked.size() < most && scanned < reserve; l = resident_.Newer(l)) {
@@ -354,9 +382,13 @@ std::vector<PageRef> SimDevice::PickCopiesLocked(size_t most) {
       continue;
     }
     // A page of zeros leaves without a write anyway (engines clear their
-    // KV buffers before use).
-    const size_t len = r.region->page_size;
-    if (IsAllZero(r.views.alias + uint64_t{l->page} * len, len)) continue;
+    // KV buffers before use). A sample says so: this runs every pass over
+    // pages that may stay zeros for long, and one taken for zeros wrongly
+    // is only written at its eviction instead.
+    if (LooksAllZero(r.views.alias + uint64_t{l->page} * r.region->page_size,
+                     r.region->page_size)) {
+      continue;
+    }
     picked.push_back({r.region.get(), l->page});
   }
   return picked;
@@ -405,7 +437,7 @@ void SimDevice::RestoreLoop() {
       for (;;) {
         if (restore_stop_ || !restore_queue_.empty() || busy_pages > 0) break;
         // Idle: copies ahead are due now and then.
-        if (!batch) {
+        if (!batch || !copy_ahead_) {
           restore_work_.Wait(mu_);
           continue;
         }
@@ -492,7 +524,7 @@ void SimDevice::RestoreLoop() {
     Report(mapped_evicted);
     for (const Evicted& e : mapped_evicted) SpillOverLimit(*e.region, e.page);
     for (const auto& [region, page] : mapped) {
-      if (events_) events_->OnRestoredAhead(*region, page, 1);
+      if (events_) events_->OnArrivedAhead(*region, page, 1);
     }
     std::vector<SpillCompletion> done;
     for (size_t i : started) {
