@@ -8,7 +8,7 @@
 //   chat_driver.mjs --model M.gguf [--sessions 4] [--turns 3] [--ctx 2048]
 //                   [--prompt-tokens 200] [--next-prompt-tokens N]
 //                   [--answer-tokens 16] [--threads 2] [--no-mmap] [--seed 1]
-//                   [--recompute]
+//                   [--recompute | --state-files DIR [--slots N]]
 //
 // --prompt-tokens is the first turn's prompt, --next-prompt-tokens each later
 // turn's (default: the same). --recompute makes every later turn drop its
@@ -16,10 +16,23 @@
 // an engine that evicted the session must: its TTFT is the recompute cost
 // that a KV cache kept (in memory or on SSD) saves.
 //
+// --state-files DIR keeps only --slots sessions' KV in the context (N
+// sequences, default 1), as llama-server --slot-save-path or LMCache's disk
+// backend do: a session takes a free slot, else the least recently used one;
+// after each turn (after its tokens, outside its TTFT) its state is written
+// to DIR/session-S.state (sequence.saveStateToFile); a session that comes
+// back to a slot another session used meanwhile clears that slot and loads
+// its state from its file (sequence.loadStateFromFile) inside its TTFT, then
+// evaluates its new prompt as usual. Each turn's stderr line then adds
+// "load X ms (B bytes)" when it loaded and "save X ms (B bytes)", and a
+// "state files:" line follows the summary.
+//
 // Turns go round robin (session 0's first turn, session 1's first, ...), as
 // a server's users take turns, so each session's KV sits idle while the
 // others run. Exit status: 0, or 2 on a bad argument, 1 on an engine error.
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
+import fs from "node:fs";
+import path from "node:path";
 import { parseArgs } from "node:util";
 
 function usage(message) {
@@ -38,6 +51,8 @@ try {
       "prompt-tokens": { type: "string", default: "200" },
       "next-prompt-tokens": { type: "string" },
       recompute: { type: "boolean", default: false },
+      "state-files": { type: "string" },
+      slots: { type: "string", default: "1" },
       "answer-tokens": { type: "string", default: "16" },
       threads: { type: "string", default: "2" },
       seed: { type: "string", default: "1" },
@@ -63,6 +78,9 @@ const nextPromptTokens = number("next-prompt-tokens", 1);
 const answerTokens = number("answer-tokens", 1);
 const threads = number("threads", 1);
 const seed = number("seed", 0);
+const stateDir = args["state-files"];
+const slots = Math.min(number("slots", 1), sessions);
+if (stateDir !== undefined && args.recompute) usage("--state-files and --recompute exclude each other");
 const history = promptTokens + (turns - 1) * nextPromptTokens + turns * answerTokens;
 if (history > ctx) {
   usage(`--prompt-tokens + (--turns - 1) x --next-prompt-tokens + --turns x --answer-tokens = ` +
@@ -92,12 +110,21 @@ async function main() {
   const model = await llama.loadModel({ modelPath: args.model, useMmap: !args["no-mmap"] });
   const context = await model.createContext({
     contextSize: ctx,
-    sequences: sessions,
+    sequences: stateDir === undefined ? sessions : slots,
     threads,
     batchSize: Math.min(512, ctx),
   });
   const seqs = [];
-  for (let s = 0; s < sessions; ++s) seqs.push(context.getSequence());
+  for (let s = 0; s < (stateDir === undefined ? sessions : slots); ++s) seqs.push(context.getSequence());
+  // --state-files: which session each slot (sequence) holds, when it last
+  // ran, and where each session's KV is (a slot, or only its file).
+  if (stateDir !== undefined) fs.mkdirSync(stateDir, { recursive: true });
+  const slotOwner = seqs.map(() => -1);
+  const slotUsed = seqs.map(() => 0);
+  const sessionSlot = new Array(sessions).fill(-1);
+  const statePath = (s) => path.join(stateDir, `session-${s}.state`);
+  const files = { saves: 0, saveBytes: 0, saveMs: 0, loads: 0, loadBytes: 0, loadMs: 0 };
+  let clock = 0;
 
   const ttfts = [];
   let generated = 0;
@@ -108,23 +135,63 @@ async function main() {
       let prompt = model.tokenize(promptText(s, t, count));
       prompt = prompt.slice(0, count);
       const begin = performance.now();
+      let seq = seqs[s];
+      let note = "";
+      if (stateDir !== undefined) {
+        let slot = sessionSlot[s];
+        if (slot < 0) {
+          // A free slot, else the least recently used one (its session's
+          // state is in its file already: every turn ends with a save).
+          slot = slotOwner.indexOf(-1);
+          if (slot < 0) slot = slotUsed.indexOf(Math.min(...slotUsed));
+          const previous = slotOwner[slot];
+          if (previous >= 0) sessionSlot[previous] = -1;
+          slotOwner[slot] = s;
+          sessionSlot[s] = slot;
+          seq = seqs[slot];
+          if (previous >= 0) await seq.clearHistory();
+          if (t > 0) {
+            const loadBegin = performance.now();
+            await seq.loadStateFromFile(statePath(s), { acceptRisk: true });
+            const ms = performance.now() - loadBegin;
+            const bytes = fs.statSync(statePath(s)).size;
+            files.loads += 1;
+            files.loadBytes += bytes;
+            files.loadMs += ms;
+            note += `, load ${ms.toFixed(1)} ms (${bytes} bytes)`;
+          }
+        }
+        slotUsed[slot] = ++clock;
+        seq = seqs[slot];
+      }
       if (t > 0 && args.recompute) {
-        const kept = seqs[s].contextTokens.slice();
-        await seqs[s].clearHistory();
+        const kept = seq.contextTokens.slice();
+        await seq.clearHistory();
         prompt = kept.concat(prompt);
       }
       let first = 0;
       const out = [];
-      for await (const token of seqs[s].evaluate(prompt, { temperature: 0 })) {
+      for await (const token of seq.evaluate(prompt, { temperature: 0 })) {
         if (out.length === 0) first = performance.now() - begin;
         out.push(token);
         if (out.length >= answerTokens) break;
       }
       ttfts.push(first);
       generated += out.length;
+      if (stateDir !== undefined) {
+        // Off the timed path: after the turn's tokens, as a server saves a
+        // slot after its response (counted in the whole run's time).
+        const saveBegin = performance.now();
+        const { fileSize } = await seq.saveStateToFile(statePath(s));
+        const ms = performance.now() - saveBegin;
+        files.saves += 1;
+        files.saveBytes += fileSize;
+        files.saveMs += ms;
+        note += `, save ${ms.toFixed(1)} ms (${fileSize} bytes)`;
+      }
       process.stdout.write(`session ${s} turn ${t}: ${out.join(" ")}\n`);
       process.stderr.write(`session ${s} turn ${t}: ttft ${first.toFixed(1)} ms, ` +
-                           `context ${seqs[s].contextTokens.length} tokens\n`);
+                           `context ${seq.contextTokens.length} tokens${note}\n`);
     }
   }
   const seconds = (performance.now() - start) / 1000;
@@ -132,7 +199,12 @@ async function main() {
   process.stderr.write(`summary: ${sessions} sessions x ${turns} turns, ${generated} tokens in ` +
                        `${seconds.toFixed(2)} s (${(generated / seconds).toFixed(1)} tokens/s), ` +
                        `mean ttft ${mean.toFixed(1)} ms, KV context ${context.contextSize} tokens x ` +
-                       `${sessions} sequences\n`);
+                       `${seqs.length} sequences\n`);
+  if (stateDir !== undefined) {
+    process.stderr.write(`state files: ${slots} slots for ${sessions} sessions; ${files.saves} saves ` +
+                         `(${files.saveBytes} bytes, ${files.saveMs.toFixed(1)} ms), ${files.loads} loads ` +
+                         `(${files.loadBytes} bytes, ${files.loadMs.toFixed(1)} ms)\n`);
+  }
   await context.dispose();
   await model.dispose();
   await llama.dispose();
