@@ -282,6 +282,10 @@ class SimDevice final : public Device {
     // A read of a spilled page (marked in flight); else a page in host
     // memory to map back (no I/O; skipped if it has moved meanwhile).
     bool read = true;
+    // Queued one stride or more from where the engine faulted (another
+    // layer's): read with little in flight, so that a fault's read never
+    // waits behind much of it.
+    bool later = false;
   };
   // Where the engine reads a region's spilled pages one after another: the
   // pages from its latest fault on are queued `window` ahead.
@@ -292,15 +296,19 @@ class SimDevice final : public Device {
     uint32_t window = 0;              // pages queued past its latest fault
     uint64_t used = 0;                // stream_clock_ at its latest fault
     uint32_t lo = 0, hi = 0;          // the pages it faulted on span [lo, hi)
-    uint32_t rep_lo = 0, rep_hi = 0;  // the span queued one stride on so far
+    uint32_t rep_lo = 0, rep_hi = 0;  // the span queued at every stride so far
+    bool replicating = false;         // [lo, hi) is partly queued (the ahead limit cut it)
   };
   // The distance between equal parts of the KV cache (one layer's K and the
   // next's, or V): learned from where faults start (see sim_restore.cc).
   struct StrideGuess {
     uintptr_t starts[3] = {0, 0, 0};  // the latest fault addresses that began a run
     uintptr_t last = 0;               // the latest fault address
-    uintptr_t candidate = 0;
-    int votes = 0;
+    struct Vote {
+      uintptr_t distance = 0;
+      uint32_t count = 0;
+    };
+    Vote votes[8];
     uintptr_t stride = 0;  // 0: not known
   };
   // Every fault tells the stride guess where the engine is.
@@ -318,8 +326,11 @@ class SimDevice final : public Device {
   void RestoreLoop();
   // An engine thread waits on spilled page `page` of `r` (it faulted at
   // `since`): queues its read at the front, with the pages its stream reads
-  // next; a page queued already moves to the front with them.
-  void QueueRestoreLocked(SimRegion& r, uint32_t page, Clock::time_point since) REQUIRES(mu_);
+  // next; a page queued already moves to the front with them. With
+  // `read_here` the fault thread reads `page` itself: only what follows it
+  // is queued.
+  void QueueRestoreLocked(SimRegion& r, uint32_t page, Clock::time_point since, bool read_here)
+      REQUIRES(mu_);
   ReadStream& StreamForLocked(const SimRegion& r, uint32_t page) REQUIRES(mu_);
   // Drops the queued (not yet started) restores of `r` (null: of every
   // region); their pages stay on disk and their waiters fault again.
@@ -338,6 +349,12 @@ class SimDevice final : public Device {
   // Up to `most` of the oldest resident pages without a copy on SSD, while
   // the device is full enough that they are the next to be evicted.
   std::vector<PageRef> PickCopiesLocked(size_t most) REQUIRES(mu_);
+  // The most pages the pipeline holds (queued or in flight) for reads
+  // ahead of a touch: a share of the device.
+  size_t AheadLimit() const;
+  // Ends one page's restore (queued or read): its disk I/O and its place
+  // in restoring_pages_.
+  void EndRestoreLocked(SimRegion& r) REQUIRES(mu_);
   // Ends the pipeline's read of the pages without installing them: they
   // stay on disk and their waiters fault again.
   void AbandonRunLocked(SimRegion& r, uint32_t first, uint32_t count) REQUIRES(mu_);
@@ -394,6 +411,7 @@ class SimDevice final : public Device {
   ReadStream streams_[kMaxStreams] GUARDED_BY(mu_);
   uint64_t stream_clock_ GUARDED_BY(mu_) = 0;
   StrideGuess stride_ GUARDED_BY(mu_);
+  size_t restoring_pages_ GUARDED_BY(mu_) = 0;  // read jobs queued or in flight
   // Pages engine threads wait on in the pipeline (queued or being read), by
   // address, with when they faulted: installs count those as faults.
   std::unordered_map<uintptr_t, Clock::time_point> waiting_ GUARDED_BY(mu_);

@@ -250,6 +250,8 @@ Status SimDevice::RestoreLocked(SimRegion& r, uint32_t page, std::vector<Evicted
                  : Status::Errorf("no %zu-byte buffer to restore region %u page %u into", len,
                                   region.id, page);
   rec.flags.fetch_and(static_cast<uint8_t>(~kPageInFlight), std::memory_order_relaxed);
+  // A fault that coalesced on it told the pipeline it waits: not any more.
+  waiting_.erase(region.PageAddr(page));
   // Faults that coalesced on this restore wait for an install that did not
   // happen: wake them to fault again.
   if (!s.ok()) uffd_.Wake(region.PageAddr(page), len);

@@ -119,23 +119,6 @@ void SimDevice::WaitForStagingRoom(uint64_t bytes) {
 
 void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
   const uintptr_t addr = msg.arg.pagefault.address;
-  if (restorer_) {
-    // A spilled page goes to the restore pipeline, which makes its own
-    // room: this thread moves on to the next fault at once.
-    MutexLock lock(&mu_);
-    SimRegion* r = FindByAddressLocked(addr);
-    if (r != nullptr && !r->degraded && !r->releasing) {
-      const uint32_t page = r->region->PageOf(addr);
-      NoteFaultLocked(r->region->PageAddr(page), r->region->page_size);
-      if (r->region->pages[page].tier.load(std::memory_order_relaxed) == Tier::kDisk) {
-        if (r->region->pages[page].flags.load(std::memory_order_relaxed) & kPageInFlight) {
-          coalesced_faults_.fetch_add(1, std::memory_order_relaxed);
-        }
-        QueueRestoreLocked(*r, page, read_at);
-        return;
-      }
-    }
-  }
   if (host_limit_ != 0) WaitForStagingRoom(BasePageSize());
   const bool minor = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_MINOR) != 0;
   const size_t base_page = BasePageSize();
@@ -159,6 +142,7 @@ void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
     page = reg.PageOf(addr);  // relative to the aligned base
     const PageRecord& rec = reg.pages[page];
     from = rec.tier.load(std::memory_order_relaxed);
+    if (restorer_) NoteFaultLocked(reg.PageAddr(page), reg.page_size);
     if (from == Tier::kDevice) {
       // Resolved before this message was handled (a Promote, or a second
       // message for a page just brought in). Map the touched base page in
@@ -179,9 +163,14 @@ void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
       // Another thread is reading this page back. Its install wakes every
       // thread waiting on the page, this one's included (and on an error it
       // wakes them to fault again), so this message needs no read of its own.
+      // A read the pipeline has queued moves to its front.
       coalesced_faults_.fetch_add(1, std::memory_order_relaxed);
+      if (restorer_) QueueRestoreLocked(*r, page, read_at, /*read_here=*/false);
       return;
     } else {
+      // This thread reads the page itself (no hand-off on the way to the
+      // waiter); the pipeline reads, meanwhile, what the engine touches next.
+      if (restorer_) QueueRestoreLocked(*r, page, read_at, /*read_here=*/true);
       s = RestoreLocked(*r, page, &evicted);  // releases the lock to read
     }
     if (!s.ok()) {

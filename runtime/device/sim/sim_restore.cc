@@ -45,6 +45,12 @@ namespace {
 constexpr size_t kRestoreBytes = size_t{4} << 20;
 constexpr size_t kMaxRestoreDepth = 32;
 constexpr uint32_t kMaxRun = 16;
+// Pages read ahead of a touch (queued or in flight) take at most this share
+// of the device: 1/4.
+constexpr uint64_t kAheadShare = 4;
+// Bytes of reads of other layers' pages in flight at most (see
+// RestoreJob::later): a fault's read waits behind no more than this.
+constexpr size_t kLaterBytes = size_t{1} << 20;
 // Copies ahead: the oldest resident pages within capacity / share of the
 // device's eviction end are kept with a current copy on SSD, so that the
 // next returning session evicts them without a write; kCopyBytes of those
@@ -113,8 +119,8 @@ void SimDevice::NoteFaultLocked(uintptr_t addr, size_t page_size) {
   const uintptr_t last = g.last;
   g.last = addr;
   // A fault near the latest one continues its run; one elsewhere starts a
-  // new run. Three runs that start at equal distances, twice, make that
-  // distance the stride: an engine writes a step's new KV to the same
+  // new run. Three runs that start at equal distances vote for that
+  // distance as the stride: an engine writes a step's new KV to the same
   // cells of every layer's K and V one after another, and reads a
   // session's cells layer after layer.
   const uintptr_t near = uintptr_t{kMaxWindow} * page_size;
@@ -125,13 +131,24 @@ void SimDevice::NoteFaultLocked(uintptr_t addr, size_t page_size) {
   if (g.starts[0] == 0 || g.starts[1] <= g.starts[0] || g.starts[2] <= g.starts[1]) return;
   const uintptr_t d = g.starts[1] - g.starts[0];
   if (g.starts[2] - g.starts[1] != d || d <= near) return;
-  if (d == g.candidate) {
-    ++g.votes;
-  } else {
-    g.candidate = d;
-    g.votes = 1;
+  // Each such triple votes for its distance; the distance with the most
+  // votes (two at least) is the stride. Noise (a run cut short by a full
+  // device, say) votes too, but rarely twice for one distance.
+  StrideGuess::Vote* slot = nullptr;
+  for (StrideGuess::Vote& v : g.votes) {
+    if (v.distance == d) {
+      slot = &v;
+      break;
+    }
+    if (slot == nullptr || v.count < slot->count) slot = &v;
   }
-  if (g.votes >= 2) g.stride = d;
+  if (slot->distance != d) *slot = {d, 0};
+  ++slot->count;
+  const StrideGuess::Vote* best = &g.votes[0];
+  for (const StrideGuess::Vote& v : g.votes) {
+    if (v.count > best->count) best = &v;
+  }
+  if (best->count >= 2) g.stride = best->distance;
 }
 
 bool SimDevice::TakeForRestoreLocked(SimRegion& r, uint32_t page, std::vector<RestoreJob>* out) {
@@ -141,6 +158,7 @@ bool SimDevice::TakeForRestoreLocked(SimRegion& r, uint32_t page, std::vector<Re
     case Tier::kDisk:
       rec.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
       ++r.disk_io;
+      ++restoring_pages_;
       out->push_back({&r, page, true});
       return true;
     case Tier::kHost:
@@ -155,8 +173,9 @@ void SimDevice::ReplicateLocked(ReadStream& s) {
   if (stride_.stride == 0 || s.r == nullptr) return;
   const Region& from = *s.r->region;
   const uint32_t lo = std::min(s.lo, s.rep_lo), hi = std::max(s.hi, s.rep_hi);
-  if (lo == s.rep_lo && hi == s.rep_hi) return;
+  if (lo == s.rep_lo && hi == s.rep_hi && !s.replicating) return;
   std::vector<RestoreJob> jobs;
+  bool cut = false;  // by the ahead limit: the rest is queued as reads end
   // The layers after the stream's first (the engine goes on to them), then
   // those before it.
   for (int direction : {1, -1}) {
@@ -173,21 +192,39 @@ void SimDevice::ReplicateLocked(ReadStream& s) {
         SimRegion* r = FindByAddressLocked(addr);
         if (r == nullptr || (r != s.r && r->region->size != from.size)) continue;
         any = true;
-        if (!r->degraded && !r->releasing) TakeForRestoreLocked(*r, r->region->PageOf(addr), &jobs);
+        if (restoring_pages_ >= AheadLimit()) {
+          cut = true;
+          break;
+        }
+        if (!r->degraded && !r->releasing &&
+            TakeForRestoreLocked(*r, r->region->PageOf(addr), &jobs)) {
+          jobs.back().later = true;
+        }
       }
-      if (!any) break;  // past the last layer that way
+      if (!any || cut) break;  // past the last layer that way
     }
+    if (cut) break;
   }
-  s.rep_lo = lo;
-  s.rep_hi = hi;
+  s.replicating = cut;
+  if (!cut) {
+    s.rep_lo = lo;
+    s.rep_hi = hi;
+  }
   if (jobs.empty()) return;
   restore_queue_.insert(restore_queue_.end(), jobs.begin(), jobs.end());
   WakeRestorerLocked();
 }
 
-void SimDevice::QueueRestoreLocked(SimRegion& r, uint32_t page, Clock::time_point since) {
+void SimDevice::QueueRestoreLocked(SimRegion& r, uint32_t page, Clock::time_point since,
+                                   bool read_here) {
   Region& region = *r.region;
-  waiting_.emplace(region.PageAddr(page), since);
+  PageRecord& rec = region.pages[page];
+  // A page the caller reads itself is marked in flight while its
+  // neighbours are queued, so that no window or replica queues it too (two
+  // installs of one page: the later one would bring back stale bytes).
+  const bool mark = read_here && !(rec.flags.load(std::memory_order_relaxed) & kPageInFlight);
+  if (mark) rec.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
+  if (!read_here) waiting_.emplace(region.PageAddr(page), since);
   ReadStream& stream = StreamForLocked(r, page);
   stream.lo = std::min(stream.lo, page);
   stream.hi = std::max(stream.hi, page + 1);
@@ -206,10 +243,16 @@ void SimDevice::QueueRestoreLocked(SimRegion& r, uint32_t page, Clock::time_poin
     while (last != restore_queue_.end() && last->r == &r && last->page < end &&
            last->page == page + static_cast<uint32_t>(last - it)) {
       front.push_back(*last++);
+      front.back().later = false;  // where the engine is now
     }
     restore_queue_.erase(it, last);
   }
-  for (uint32_t p = front.empty() ? page : front.back().page + 1; p < end; ++p) {
+  for (uint32_t p = front.empty() ? page + (read_here ? 1 : 0) : front.back().page + 1; p < end;
+       ++p) {
+    // The faulting page always; those after it while the pipeline holds
+    // less than its share of the device (pages that arrive ahead must not
+    // push out the ones the engine uses, nor each other, before their use).
+    if (p != page && restoring_pages_ >= AheadLimit()) break;
     TakeForRestoreLocked(r, p, &front);  // unless queued or read already
   }
   stream.next = std::max(stream.next, end);
@@ -218,6 +261,7 @@ void SimDevice::QueueRestoreLocked(SimRegion& r, uint32_t page, Clock::time_poin
     WakeRestorerLocked();
   }
   ReplicateLocked(stream);
+  if (mark) rec.flags.fetch_and(static_cast<uint8_t>(~kPageInFlight), std::memory_order_relaxed);
 }
 
 void SimDevice::CancelRestoresLocked(const SimRegion* r) {
@@ -234,12 +278,21 @@ void SimDevice::CancelRestoresLocked(const SimRegion* r) {
     waiting_.erase(region.PageAddr(j.page));
     // A waiter faults again (and then finds the region gone or untiered).
     uffd_.Wake(region.PageAddr(j.page), region.page_size);
-    EndDiskIoLocked(*j.r);
+    EndRestoreLocked(*j.r);
   }
   restore_queue_.swap(kept);
   for (ReadStream& s : streams_) {
     if (r == nullptr || s.r == r) s = ReadStream{};
   }
+}
+
+size_t SimDevice::AheadLimit() const {
+  return std::max<uint64_t>(capacity_ / kAheadShare / store_->page_size(), kFirstWindow + 1);
+}
+
+void SimDevice::EndRestoreLocked(SimRegion& r) {
+  --restoring_pages_;
+  EndDiskIoLocked(r);
 }
 
 void SimDevice::AbandonRunLocked(SimRegion& r, uint32_t first, uint32_t count) {
@@ -248,7 +301,7 @@ void SimDevice::AbandonRunLocked(SimRegion& r, uint32_t first, uint32_t count) {
     region.pages[p].flags.fetch_and(static_cast<uint8_t>(~kPageInFlight),
                                     std::memory_order_relaxed);
     waiting_.erase(region.PageAddr(p));
-    EndDiskIoLocked(r);
+    EndRestoreLocked(r);
   }
   // Read, or partly read, into the memfd: punched out again, so that the
   // pages are holes, as spilled pages are.
@@ -332,7 +385,7 @@ bool SimDevice::InstallPartFromPipeline(SimRegion& r, uint32_t first, uint32_t c
             ahead.emplace_back(p, 1);
           }
         }
-        EndDiskIoLocked(r);
+        EndRestoreLocked(r);
       }
     }
   }
@@ -420,14 +473,27 @@ void SimDevice::RestoreLoop() {
     uint32_t first = 0, count = 0;
     uint32_t slot = 0;
     std::vector<uint64_t> checksums;
+    bool later = false;      // a read of RestoreJob::later jobs
     AlignedBuffer snapshot;  // a copy's bytes as written
   };
   std::vector<Op> ops(batch ? batch->depth() : 1);
   size_t busy_pages = 0, copies = 0;
+  size_t later_pages = 0;  // of busy_pages, reads of RestoreJob::later jobs
+  const size_t max_later = std::max<size_t>(kLaterBytes / page_size, 1);
   Clock::time_point copy_again{};  // after a pass that found nothing to copy
   // Regions whose install failed, degraded once no read of ours is in
   // flight (degrading waits for the region's disk I/O, ours included).
   std::vector<std::pair<RegionPtr, SimRegion*>> to_degrade;
+  // Requests completed, their ops freed: installed once the next requests
+  // are on their way, so that the disk has work while the CPU installs.
+  struct Finished {
+    Op::Kind kind;
+    SimRegion* r;
+    RegionPtr region;
+    uint32_t first, count;
+    SpillCompletion c;
+  };
+  std::vector<Finished> finished;
   for (;;) {
     std::vector<size_t> started;
     std::vector<Evicted> mapped_evicted;                 // by pages mapped back from host memory
@@ -435,7 +501,11 @@ void SimDevice::RestoreLoop() {
     {
       MutexLock lock(&mu_);
       for (;;) {
-        if (restore_stop_ || !restore_queue_.empty() || busy_pages > 0) break;
+        if (restore_stop_ || !restore_queue_.empty() || busy_pages > 0 || !finished.empty()) break;
+        if (std::any_of(std::begin(streams_), std::end(streams_),
+                        [](const ReadStream& st) { return st.replicating; })) {
+          break;
+        }
         // Idle: copies ahead are due now and then.
         if (!batch || !copy_ahead_) {
           restore_work_.Wait(mu_);
@@ -445,13 +515,22 @@ void SimDevice::RestoreLoop() {
         restore_work_.WaitUntil(mu_, copy_again);
       }
       if (restore_stop_) CancelRestoresLocked(nullptr);
-      if (restore_stop_ && busy_pages == 0) return;
+      if (restore_stop_ && busy_pages == 0 && finished.empty()) return;
+      // Replication cut short by the ahead limit goes on as reads end.
+      if (restoring_pages_ < AheadLimit() / 2) {
+        for (ReadStream& st : streams_) {
+          if (st.replicating) ReplicateLocked(st);
+        }
+      }
       size_t i = 0;
       auto free_op = [&]() -> Op* {
         while (i < ops.size() && ops[i].kind != Op::Kind::kFree) ++i;
         return i < ops.size() ? &ops[i] : nullptr;
       };
       while (!restore_queue_.empty() && busy_pages < max_pages && free_op() != nullptr) {
+        // Other layers' pages wait while enough of them are in flight
+        // (they sit behind the faulting layer's in the queue).
+        if (restore_queue_.front().later && later_pages >= max_later) break;
         RestoreJob job = restore_queue_.front();
         restore_queue_.pop_front();
         PageRecord& first = job.r->region->pages[job.page];
@@ -473,6 +552,7 @@ void SimDevice::RestoreLoop() {
           if (tier != Tier::kDisk) continue;
           first.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
           ++job.r->disk_io;
+          ++restoring_pages_;
         }
         const Region& region = *job.r->region;
         Op& op = ops[i];
@@ -483,21 +563,25 @@ void SimDevice::RestoreLoop() {
         op.count = 1;
         op.slot = first.disk_slot;
         op.checksums.assign(1, first.checksum);
-        // Neighbours in the region and in the file go in the same read.
-        const bool whole_slots = region.page_size == page_size;
+        // Neighbours in the region and in the file go in the same read; a
+        // page a thread waits on goes alone, so that its read is short.
+        const bool whole_slots =
+            region.page_size == page_size && waiting_.count(region.PageAddr(job.page)) == 0;
         while (runs && whole_slots && op.count < kMaxRun && busy_pages + op.count < max_pages &&
                !restore_queue_.empty()) {
           const RestoreJob& next = restore_queue_.front();
           const PageRecord& rec = region.pages[next.page];
-          if (!next.read || next.r != job.r || next.page != op.first + op.count ||
-              rec.disk_slot != op.slot + op.count) {
+          if (!next.read || next.later != job.later || next.r != job.r ||
+              next.page != op.first + op.count || rec.disk_slot != op.slot + op.count) {
             break;
           }
           op.checksums.push_back(rec.checksum);
           ++op.count;
           restore_queue_.pop_front();
         }
+        op.later = job.later;
         busy_pages += op.count;
+        if (op.later) later_pages += op.count;
         started.push_back(i);
       }
       // Copies ahead only while no restore is under way: they must not
@@ -510,6 +594,7 @@ void SimDevice::RestoreLoop() {
           if (free_op() == nullptr) break;
           Op& op = ops[i];
           op.kind = Op::Kind::kCopy;
+          op.later = false;
           op.r = static_cast<SimRegion*>(p.region->backend);
           op.region = op.r->region;
           op.first = p.page;
@@ -560,6 +645,22 @@ void SimDevice::RestoreLoop() {
         batch->AddReadRun(op.slot, op.count, at, op.checksums.data(), i);
       }
     }
+    for (Finished& f : finished) {
+      const SpillCompletion& c = f.c;
+      if (c.status.ok()) {
+        if (!InstallRunFromPipeline(*f.r, f.first, f.count)) to_degrade.emplace_back(f.region, f.r);
+      } else if (c.failure == ReadFailure::kBadRequest) {
+        // A run the store would bounce: its pages wait for their faults,
+        // and later restores read one page at a time.
+        if (f.count > 1) runs = false;
+        MutexLock lock(&mu_);
+        AbandonRunLocked(*f.r, f.first, f.count);
+      } else {
+        // Read twice and still wrong: the page's only copy is gone.
+        StopOnLostPage(*store_, f.region->id, f.region->tag, f.first, c.status);
+      }
+    }
+    finished.clear();
     if (batch && batch->outstanding() > 0 && done.empty()) {
       Status broken = batch->WaitAny(&done);
       if (!broken.ok()) {
@@ -591,32 +692,24 @@ void SimDevice::RestoreLoop() {
         if (batch && restore_wake_fd_ >= 0) (void)batch->SetWakeFd(restore_wake_fd_);
       }
     }
-    for (const SpillCompletion& c : done) {
+    for (SpillCompletion& c : done) {
       Op& op = ops[c.tag];
+      busy_pages -= op.count;
+      if (op.later) later_pages -= op.count;
       if (op.kind == Op::Kind::kCopy) {
+        // Booked at once (it is cheap): the page must show its copy before
+        // the next pass picks pages to copy.
         MutexLock lock(&mu_);
         FinishCopyLocked(*op.r, op.first,
                          c.status.ok() ? Result<SpillSlot>(c.slot) : Result<SpillSlot>(c.status));
         --copies;
-      } else if (c.status.ok()) {
-        if (!InstallRunFromPipeline(*op.r, op.first, op.count)) {
-          to_degrade.emplace_back(op.region, op.r);
-        }
-      } else if (c.failure == ReadFailure::kBadRequest) {
-        // A run the store would bounce: its pages wait for their faults,
-        // and later restores read one page at a time.
-        if (op.count > 1) runs = false;
-        MutexLock lock(&mu_);
-        AbandonRunLocked(*op.r, op.first, op.count);
+        op.region.reset();
       } else {
-        // Read twice and still wrong: the page's only copy is gone.
-        StopOnLostPage(*store_, op.region->id, op.region->tag, op.first, c.status);
+        finished.push_back({op.kind, op.r, std::move(op.region), op.first, op.count, std::move(c)});
       }
-      busy_pages -= op.count;
       op.kind = Op::Kind::kFree;
-      op.region.reset();
     }
-    if (!to_degrade.empty() && busy_pages == 0) {
+    if (!to_degrade.empty() && busy_pages == 0 && finished.empty()) {
       MutexLock lock(&mu_);
       for (const auto& [region, r] : to_degrade) {
         // Unless it was destroyed meanwhile.
