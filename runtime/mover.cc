@@ -268,6 +268,54 @@ MoveReport Mover::Execute(const Decisions& decisions,
       Defer(std::move(u));
       continue;
     }
+    if (u.cls == MoveClass::kDemote && u.room.empty() && u.move.to == Tier::kHost) {
+      // A run of demotions goes to the device as one call, which may unmap
+      // neighbouring pages together (one TLB shootdown a run, not a page).
+      std::vector<Unit*> group;
+      std::vector<PageRef> refs;
+      for (size_t j = i;
+           j < units.size() && units[j].cls == MoveClass::kDemote && units[j].room.empty() &&
+           units[j].move.to == Tier::kHost && refs.size() < kDemoteGroupPages;
+           ++j) {
+        Unit& g = units[j];
+        i = j;
+        if (!g.alive) continue;
+        if (!group.empty() && !affordable(g)) {
+          Defer(std::move(g));
+          g.alive = false;
+          continue;
+        }
+        Region* gr = find(g.move.region);
+        if (gr == nullptr) {
+          g.alive = false;
+          continue;
+        }
+        const PageRecord& rec = gr->pages[g.move.page];
+        if (rec.tier.load(std::memory_order_relaxed) == Tier::kHost) {
+          g.alive = false;  // already there
+          continue;
+        }
+        group.push_back(&g);
+        refs.push_back({gr, g.move.page});
+        // Booked as the group forms, so affordable() sees it.
+        spent[kChannelDown] += gr->page_size;
+        spent_total += gr->page_size;
+      }
+      for (const PageRef& ref : refs) {
+        spent[kChannelDown] -= ref.region->page_size;
+        spent_total -= ref.region->page_size;
+      }
+      std::vector<Status> results(refs.size());
+      device_.DemotePages(refs, results);
+      for (size_t k = 0; k < refs.size(); ++k) {
+        Region& r = *refs[k].region;
+        if (results[k].ok()) r.pages[refs[k].page].last_move = tick;
+        book(r, group[k]->move, results[k].ok() ? MoveOutcome::kMoved : MoveOutcome::kFailed,
+             results[k]);
+        group[k]->alive = false;
+      }
+      continue;
+    }
     if (u.cls != MoveClass::kSpill) {
       for (const Move& m : u.room) {
         Region* r = find(m.region);

@@ -61,6 +61,9 @@ MoveOutcome MovePage(Device& device, Region& region, const Move& move, uint32_t 
 // measured no faster on the simulated GPU, whose spills also punch each page
 // under its lock).
 constexpr size_t kSpillGroupPages = 16;
+// Demotions per DemotePages call: a backend unmaps neighbours among them
+// together.
+constexpr size_t kDemoteGroupPages = 64;
 
 // Moves every page of `pages` to the disk tier in one device call, so their
 // writes are in flight together. outcomes[i] and errors[i] are what MovePage

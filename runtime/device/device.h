@@ -59,6 +59,12 @@ class Device {
   // Moves one page to the device ahead of use (prefetch), evicting the least
   // recently migrated page if the device is full. Ok and no-op if resident.
   virtual Status Promote(Region& region, uint32_t page) = 0;
+  // Demote for each of `pages` (results[i] for pages[i]; the spans have one
+  // size). A backend may move them together; the default demotes one page
+  // after another.
+  virtual void DemotePages(std::span<const PageRef> pages, std::span<Status> results) {
+    for (size_t i = 0; i < pages.size(); ++i) results[i] = Demote(*pages[i].region, pages[i].page);
+  }
   // Moves one host page to the disk tier. Default: unsupported.
   virtual Status Spill(Region& region, uint32_t page) {
     return Status::Error("this device backend has no disk tier");

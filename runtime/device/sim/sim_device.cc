@@ -291,6 +291,41 @@ uint64_t SimDevice::resident_bytes() const {
   return resident_bytes_.load(std::memory_order_relaxed);
 }
 
+void SimDevice::DemotePages(std::span<const PageRef> pages, std::span<Status> results) {
+  if (Status s = Usable(); !s.ok()) {
+    for (Status& r : results) r = s;
+    return;
+  }
+  std::vector<PageOf> zap;
+  std::vector<size_t> index;  // into pages, for each of zap
+  {
+    MutexLock lock(&mu_);
+    for (size_t i = 0; i < pages.size(); ++i) {
+      Result<SimRegion*> r = FindLocked(*pages[i].region, pages[i].page);
+      results[i] = r.status();
+      if (!r.ok()) continue;
+      if (pages[i].region->pages[pages[i].page].tier.load(std::memory_order_relaxed) !=
+          Tier::kDevice) {
+        continue;  // Ok and a no-op, as Demote
+      }
+      zap.push_back({r.value(), pages[i].page});
+    }
+    // One shootdown per run of neighbours (ZapRunsLocked sorts them).
+    if (Status s = ZapRunsLocked(zap); !s.ok()) {
+      for (Status& r : results) {
+        if (r.ok()) r = s;
+      }
+      return;
+    }
+    for (const PageOf& p : zap) {
+      LeaveDeviceLocked(*p.r, p.page);
+      Counters::Add(counters_.demoted_pages);
+      Counters::Add(counters_.demoted_bytes, p.r->region->page_size);
+    }
+  }
+  for (const PageRef& p : pages) SpillOverLimit(*p.region, p.page);
+}
+
 Status SimDevice::Demote(Region& region, uint32_t page) {
   if (Status s = Usable(); !s.ok()) return s;
   MutexLock lock(&mu_);
@@ -395,19 +430,50 @@ Status SimDevice::FillUntouchedLocked(SimRegion& r, uint32_t page) {
 }
 
 Status SimDevice::MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted) {
-  while (resident_bytes_.load(std::memory_order_relaxed) + bytes > capacity_) {
-    ResidentLink* victim = resident_.Oldest();
-    if (victim == nullptr) {
+  // The victims first (oldest first), then their PTEs zapped in runs: one
+  // TLB shootdown per run of neighbours, not one per page.
+  std::vector<PageOf> victims;
+  uint64_t freed = 0;
+  const uint64_t resident = resident_bytes_.load(std::memory_order_relaxed);
+  for (ResidentLink* l = resident_.Oldest(); resident - freed + bytes > capacity_;
+       l = resident_.Newer(l)) {
+    if (l == nullptr) {
       return Status::Errorf("a page of %lu bytes does not fit in the capacity of %lu bytes",
                             static_cast<unsigned long>(bytes),
                             static_cast<unsigned long>(capacity_));
     }
-    SimRegion& vr = *victim->owner;
-    const uint32_t vp = victim->page;
-    if (Status s = ZapLocked(vr, vp); !s.ok()) return s;
-    LeaveDeviceLocked(vr, vp);
+    victims.push_back({l->owner, l->page});
+    freed += l->owner->region->page_size;
+  }
+  if (victims.empty()) return Status::Ok();
+  if (Status s = ZapRunsLocked(victims); !s.ok()) return s;
+  for (const PageOf& v : victims) {
+    LeaveDeviceLocked(*v.r, v.page);
     Counters::Add(counters_.driver_evictions);
-    evicted->push_back({vr.region, vp});
+    evicted->push_back({v.r->region, v.page});
+  }
+  return Status::Ok();
+}
+
+Status SimDevice::ZapRunsLocked(std::vector<PageOf>& pages) {
+  std::sort(pages.begin(), pages.end(), [](const PageOf& a, const PageOf& b) {
+    return a.r != b.r ? a.r->region->id < b.r->region->id : a.page < b.page;
+  });
+  for (size_t i = 0; i < pages.size();) {
+    size_t j = i + 1;
+    while (j < pages.size() && pages[j].r == pages[i].r &&
+           pages[j].page == pages[i].page + (j - i)) {
+      ++j;
+    }
+    const Region& region = *pages[i].r->region;
+    if (madvise(reinterpret_cast<void*>(region.PageAddr(pages[i].page)), (j - i) * region.page_size,
+                MADV_DONTNEED) != 0) {
+      return Status::Errorf(
+          "simulated GPU: MADV_DONTNEED of region %u pages %u..%zu failed: %s (is the memory "
+          "locked with mlock?)",
+          region.id, pages[i].page, pages[i].page + (j - i) - 1, strerror(errno));
+    }
+    i = j;
   }
   return Status::Ok();
 }

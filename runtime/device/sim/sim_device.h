@@ -156,6 +156,9 @@ class SimDevice final : public Device {
   // Waits for disk I/O on the region's pages to end; frees their spill slots.
   void DestroyRegion(Region& region) override;
   Status Demote(Region& region, uint32_t page) override;
+  // Demote for each page, their PTEs zapped in runs of neighbours (one TLB
+  // shootdown per run).
+  void DemotePages(std::span<const PageRef> pages, std::span<Status> results) override;
   // From the disk tier too (read back and verified; waits for a restore of
   // the page that a fault started).
   Status Promote(Region& region, uint32_t page) override;
@@ -221,6 +224,13 @@ class SimDevice final : public Device {
   // Installs zeros for a never-touched page (MISSING).
   Status FillUntouchedLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
   Status ZapLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
+  struct PageOf {
+    SimRegion* r;
+    uint32_t page;
+  };
+  // Zaps the PTEs of `pages` (sorted here), one madvise per run of
+  // neighbours.
+  Status ZapRunsLocked(std::vector<PageOf>& pages) REQUIRES(mu_);
   // Books a page just zapped off the device: to the host tier; with the
   // host backend straight to SSD if its copy there is current (or nowhere,
   // if it is zeros), since its host tier only stages pages for SSD.
