@@ -102,6 +102,11 @@ Runtime* StartHost(const Options& options) {
   }
   Runtime::Parts parts;
   parts.data_kind = "host";
+  // predictive's groups are slots across per-layer tensors; llama.cpp keeps
+  // every layer in one block, where they come out as scattered fragments
+  // that churn (measured: docs/bench-engine.md). lru goes by the access
+  // evidence the device reports, faults and pages that arrive ahead.
+  parts.auto_policy = "lru";
   parts.data_range = &VaRange::Process();
   if (options.disk_budget > 0) parts.data_host_limit = staging;
   // A CPU engine clears its KV buffer and writes new KV in order: a first

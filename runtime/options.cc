@@ -60,7 +60,8 @@ std::string Lower(std::string_view s) {
 // holds rather than the literal column of options.def.
 const std::string& PolicyAccepted() {
   static const std::string accepted = [] {
-    std::string s;
+    // "auto": the backend's (see Runtime::DefaultPolicy).
+    std::string s = "auto";
     for (std::string_view name : PolicyNames()) {
       if (!s.empty()) s += '|';
       s += name;

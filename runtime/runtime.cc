@@ -52,9 +52,10 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts p
   if (Status s = CheckStartStep(check, "policy"); !s.ok()) {
     return s.Annotate("KVTIER_POLICY=" + options.policy);
   }
-  std::unique_ptr<Policy> policy = parts.policy ? parts.policy(options.policy, settings)
-                                                : MakePolicy(options.policy, settings);
-  if (!policy) return Status::Errorf("KVTIER_POLICY=%s: unknown policy", options.policy.c_str());
+  const std::string policy_name = options.policy == "auto" ? parts.auto_policy : options.policy;
+  std::unique_ptr<Policy> policy =
+      parts.policy ? parts.policy(policy_name, settings) : MakePolicy(policy_name, settings);
+  if (!policy) return Status::Errorf("KVTIER_POLICY=%s: unknown policy", policy_name.c_str());
   Result<AllocationMatcher> match = AllocationMatcher::Parse(options.match);
   if (!match.ok()) return match.status().Annotate("KVTIER_MATCH=" + EchoValue(options.match));
   Result<FaultSpec> faults = ParseFaultSpec(options.disk_faults);

@@ -80,6 +80,8 @@ class Runtime : public DeviceEvents {
     uint32_t data_fill_ahead = 0;
     // Null: the policy registry (policies/registry.h).
     PolicyFactory policy;
+    // The policy KVTIER_POLICY=auto (the default) stands for.
+    std::string auto_policy = "predictive";
     // Where signals are stamped and ticks read time; null: the monotonic
     // clock. Must outlive the runtime. The policy thread's period is wall
     // time whatever the clock.

@@ -44,7 +44,7 @@ check() {  # check WHAT TEXT REGEX
 check "kvtier-top --json" "$json" '"backend":"host"'
 check "kvtier-top --json" "$json" '"regions":[1-9]'
 check "kvtier-top --json" "$json" '"disk_used_bytes":[1-9]'
-check "kvtier-top --once" "$once" ' host +predic'
+check "kvtier-top --once" "$once" ' host +lru'
 check "kvtier-exporter --once" "$metrics" 'kvtier_info\{[^}]*backend="host"'
 check "kvtier-exporter --once" "$metrics" '^kvtier_disk_used_bytes\{[^}]*\} [1-9]'
 check "the probe" "$(cat "$work/out")" 'host_heap_probe: OK'

@@ -98,6 +98,27 @@ class TopTest : public ::testing::Test {
   testing::SyntheticProcess process_;
 };
 
+TEST_F(TopTest, TheHostBackendIsShownInItsOwnWords) {
+  // The same process as the host backend: mapped, staged and SSD, not a
+  // device and a host tier.
+  seg_.reset();
+  StatsIdentity id = Identity();
+  id.backend = "host";
+  auto seg = StatsSegment::Create(dir_.path(), id);
+  ASSERT_TRUE(seg.ok()) << seg.status().message();
+  seg_ = std::move(seg).value();
+  seg_->Publish(process_.counters(), process_.regions());
+  RunResult r = Top({"--once", "-d", "0"}, {"COLUMNS=120"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* label : {"Mapped ", "Staged ", "SSD ", "Unmapped ", "Remapped ",
+                            "unmapped at faults", " tiered blocks, "}) {
+    EXPECT_TRUE(Contains(r.out, label)) << label << "\n" << r.out;
+  }
+  for (const char* label : {"Promoted ", "driver evictions", "plain device"}) {
+    EXPECT_FALSE(Contains(r.out, label)) << label << "\n" << r.out;
+  }
+}
+
 TEST_F(TopTest, AProcessOnTwoGpusShowsAMeterForEach) {
   constexpr uint64_t kGiB = uint64_t{1} << 30;
   Counters::Set(process_.counters().idle_seals, 2);  // and its CUDA disk tier's gate

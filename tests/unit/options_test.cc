@@ -102,7 +102,7 @@ TEST(ParseOptions, DefaultsWhenUnset) {
   EXPECT_EQ(o.host_budget, 0u);
   EXPECT_EQ(o.disk_budget, 0u);
   EXPECT_EQ(o.disk_dir, "/var/tmp/kvtier");
-  EXPECT_EQ(o.policy, "predictive");
+  EXPECT_EQ(o.policy, "auto");  // the backend's: Runtime::Parts::auto_policy
   EXPECT_TRUE(o.predict);
   EXPECT_EQ(o.tick_ms, 10);
   EXPECT_EQ(o.high_watermark, 90);
@@ -247,9 +247,9 @@ TEST(ParseOptions, MessageMatchesTheDocumentedForm) {
 
 TEST(ParseOptions, PolicyAcceptsTheRegisteredPolicies) {
   ASSERT_FALSE(PolicyNames().empty());
-  std::string accepted;
+  std::string accepted = "auto";  // the backend's choice, then every registered one
   for (std::string_view name : PolicyNames()) {
-    accepted += (accepted.empty() ? "" : "|") + std::string(name);
+    accepted += "|" + std::string(name);
     Result<Options> r = ParseOptions(MapEnv({{"KVTIER_POLICY", std::string(name)}}));
     ASSERT_TRUE(r.ok()) << name << ": " << r.status().message();
     EXPECT_EQ(r.value().policy, name);

@@ -141,11 +141,14 @@ std::vector<Line> DetailLines(const Process& process, const Model& model, const 
   times.Add(buf);
   lines.push_back(times);
 
+  // The host backend's tiers are the engine's blocks mapped in memory,
+  // pages staged on their way to SSD, and the SSD: said in those words.
+  const bool host = stats::FieldString(s.backend) == "host";
   // The same suffix width on the three meters keeps their bars aligned.
   const std::string peak = "  peak " + FormatBytesRounded(s.device_peak_bytes);
   const int suffix = static_cast<int>(peak.size());
-  lines.push_back(
-      TierMeter("Device", 0, s.device_used_bytes, s.device_budget_bytes, o.width, peak));
+  lines.push_back(TierMeter(host ? "Mapped" : "Device", 0, s.device_used_bytes,
+                            s.device_budget_bytes, o.width, peak));
   if (s.gpu_count > 1) {  // the process tiers on several GPUs: each one's share
     for (uint32_t i = 0; i < s.gpu_count && i < KVTIER_STATS_MAX_GPUS; ++i) {
       const std::string label = " GPU " + std::to_string(s.gpus[i].ordinal);
@@ -153,15 +156,17 @@ std::vector<Line> DetailLines(const Process& process, const Model& model, const 
                                 o.width, Fit("", suffix)));
     }
   }
-  lines.push_back(
-      TierMeter("Host", 1, s.host_used_bytes, s.host_budget_bytes, o.width, Fit("", suffix)));
-  lines.push_back(TierMeter("Disk", 2, s.disk_used_bytes, s.disk_budget_bytes, o.width,
-                            Fit(s.disk_degraded ? "  DEGRADED" : "", suffix)));
+  lines.push_back(TierMeter(host ? "Staged" : "Host", 1, s.host_used_bytes, s.host_budget_bytes,
+                            o.width, Fit("", suffix)));
+  lines.push_back(TierMeter(host ? "SSD" : "Disk", 2, s.disk_used_bytes, s.disk_budget_bytes,
+                            o.width, Fit(s.disk_degraded ? "  DEGRADED" : "", suffix)));
   if (s.disk_degraded) lines.back().spans.back().style = Style::kError;
 
   const std::optional<Rates>& r = process.rates;
-  lines.push_back(MoveLine("Promoted", s.promoted_bytes, s.promoted_pages, r, &Rates::promote_bps));
-  lines.push_back(MoveLine("Demoted", s.demoted_bytes, s.demoted_pages, r, &Rates::demote_bps));
+  lines.push_back(MoveLine(host ? "Remapped" : "Promoted", s.promoted_bytes, s.promoted_pages, r,
+                           &Rates::promote_bps));
+  lines.push_back(MoveLine(host ? "Unmapped" : "Demoted", s.demoted_bytes, s.demoted_pages, r,
+                           &Rates::demote_bps));
   lines.push_back(MoveLine("Spilled", s.spilled_bytes, s.spilled_pages, r, &Rates::spill_bps));
   lines.push_back(MoveLine("Restored", s.restored_bytes, s.restored_pages, r, &Rates::restore_bps));
 
@@ -172,7 +177,7 @@ std::vector<Line> DetailLines(const Process& process, const Model& model, const 
   lines.push_back(faults);
   Line refaults = Labeled("");
   AddCount(&refaults, "refaults", s.refaults, false);
-  AddCount(&refaults, "driver evictions", s.driver_evictions, false);
+  AddCount(&refaults, host ? "unmapped at faults" : "driver evictions", s.driver_evictions, false);
   lines.push_back(refaults);
   if (s.gate_stalls + s.idle_seals > 0) {  // the CUDA disk tier's gate
     Line gate = Labeled("SSD gate");
@@ -190,8 +195,14 @@ std::vector<Line> DetailLines(const Process& process, const Model& model, const 
   lines.push_back(errors);
 
   Line memory = Labeled("Memory");
-  memory.Add(std::to_string(s.regions) + " regions, " + FormatBytesRounded(s.region_bytes) + "   plain device " +
-             FormatBytesRounded(s.plain_device_bytes));
+  if (host) {
+    memory.Add(std::to_string(s.regions) + " tiered blocks, " + FormatBytesRounded(s.region_bytes) +
+               "   resident peak " + FormatBytesRounded(s.resident_peak_bytes) + "   SSD copies " +
+               FormatBytesRounded(s.disk_copy_bytes));
+  } else {
+    memory.Add(std::to_string(s.regions) + " regions, " + FormatBytesRounded(s.region_bytes) +
+               "   plain device " + FormatBytesRounded(s.plain_device_bytes));
+  }
   lines.push_back(memory);
   Line allocs = Labeled("Allocs");
   allocs.Add(std::to_string(s.allocations) + " seen, " + std::to_string(s.matched_allocations) +
