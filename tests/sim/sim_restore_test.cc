@@ -16,7 +16,6 @@
 namespace kvtier::testing {
 namespace {
 
-constexpr size_t kPage = SimDiskTest::kPage;
 constexpr uint64_t kHoldTimeoutNs = 20'000'000'000;
 
 // Spills every page of `r` in one call (the store lays them out in page
