@@ -323,14 +323,7 @@ bool SimDevice::InstallRunFromPipeline(SimRegion& r, uint32_t first, uint32_t co
                             : static_cast<uint32_t>(std::max<uint64_t>(host_limit_ / len / 2, 1));
   for (uint32_t done = 0; done < count; done += part) {
     const uint32_t n = std::min(part, count - done);
-    const Clock::time_point w0 = Clock::now();
     if (host_limit_ != 0) WaitForStagingRoom(n * len);
-    static bool dbg2 = getenv("DBG_R");  // DBG2
-    const double waited = std::chrono::duration<double, std::milli>(Clock::now() - w0).count();
-    if (dbg2 && waited > 0.2)
-      fprintf(stderr, "DBG %.3f stagingwait %.3f\n",
-              std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count(),
-              waited);
     if (!InstallPartFromPipeline(r, first + done, n)) {
       MutexLock lock(&mu_);
       if (done + n < count) AbandonRunLocked(r, first + done + n, count - done - n);
@@ -366,11 +359,6 @@ bool SimDevice::InstallPartFromPipeline(SimRegion& r, uint32_t first, uint32_t c
       installed = false;
     } else {
       const Clock::time_point now = Clock::now();
-      static bool dbg = getenv("DBG_R");
-      if (dbg)
-        fprintf(stderr, "DBG %.3f install %u n=%u q=%zu ev=%zu\n",
-                std::chrono::duration<double, std::milli>(now.time_since_epoch()).count(), first,
-                count, restore_queue_.size(), evicted.size());
       for (uint32_t p = first; p < first + count; ++p) {
         PageRecord& rec = region->pages[p];
         if (r.degraded) {
@@ -626,12 +614,6 @@ void SimDevice::RestoreLoop() {
       if (events_) events_->OnArrivedAhead(*region, page, 1);
     }
     std::vector<SpillCompletion> done;
-    static bool dbg = getenv("DBG_R");
-    if (dbg)
-      for (size_t i : started)
-        fprintf(stderr, "DBG %.3f submit %u n=%u slot=%u\n",
-                std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count(),
-                ops[i].first, ops[i].count, ops[i].slot);
     for (size_t i : started) {
       Op& op = ops[i];
       const size_t len = op.region->page_size;
@@ -681,14 +663,8 @@ void SimDevice::RestoreLoop() {
       }
     }
     finished.clear();
-    const Clock::time_point b0 = Clock::now();
     if (batch && batch->outstanding() > 0 && done.empty()) {
       Status broken = batch->WaitAny(&done);
-      if (dbg)
-        fprintf(stderr, "DBG %.3f waitany %.3f out=%zu done=%zu\n",
-                std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count(),
-                std::chrono::duration<double, std::milli>(Clock::now() - b0).count(),
-                batch ? batch->outstanding() : 0, done.size());
       if (!broken.ok()) {
         // The queue broke: reads it did not complete are read page by page
         // (copies are dropped), and the next ones get a new queue.
