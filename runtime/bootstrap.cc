@@ -70,49 +70,27 @@ Runtime* StartSim(const Options& options) {
   return nullptr;
 }
 
-// The runtime of KVTIER_BACKEND=host: the data-backed device tiers heap
-// blocks of a CPU engine. Its "device" is the blocks' resident memory and its
-// "host" tier the pages unmapped on their way to SSD, so together they stay
-// within KVTIER_HOST_BUDGET; the views go in the process's VaRange, which the
-// free() hook tests.
+// The runtime of KVTIER_BACKEND=host (HostBackendParts), its views in the
+// process's VaRange, which the free() hook tests.
 Runtime* StartHost(const Options& options) {
-  const uint64_t page = options.page_size;
-  const uint64_t budget = options.host_budget ? options.host_budget : PhysicalMemory() / 2;
-  const uint64_t staging = std::max<uint64_t>(budget / 8 / page, 1) * page;
-  if (budget < staging + 2 * page) {
-    Log(0, "KVTIER_BACKEND=host: KVTIER_HOST_BUDGET=%s is too small for pages of %s (it needs "
-        "at least %s); running without kvtier",
-        FormatBytes(budget).c_str(), FormatBytes(page).c_str(),
-        FormatBytes(staging + 2 * page).c_str());
+  Options effective;
+  Runtime::Parts parts;
+  if (Status s = HostBackendParts(options, &effective, &parts); !s.ok()) {
+    Log(0, "KVTIER_BACKEND=host: %s; running without kvtier", s.message().c_str());
     return nullptr;
   }
   if (options.disk_budget == 0) {
     Log(0, "KVTIER_BACKEND=host with KVTIER_DISK_BUDGET=0: there is no disk tier, so tiered "
         "blocks stay in memory (set KVTIER_DISK_BUDGET to spill them to SSD)");
   }
-  Options effective = options;
-  effective.device_budget = DeviceSizes{budget - staging, {}};
-  effective.host_budget = staging;
   // Room for every block kvtier can back, twice over (alignment, reuse).
-  const uint64_t backed = budget + options.disk_budget;
+  const uint64_t backed = effective.device_budget.all + effective.host_budget + options.disk_budget;
   const uint64_t reserve = std::min<uint64_t>(2 * backed + (1ull << 30), 1ull << 46);
   if (Status s = VaRange::Process().Reserve(reserve); !s.ok()) {
     Log(0, "cannot start the host backend: %s; running without kvtier", s.message().c_str());
     return nullptr;
   }
-  Runtime::Parts parts;
-  parts.data_kind = "host";
-  // predictive's groups are slots across per-layer tensors; llama.cpp keeps
-  // every layer in one block, where they come out as scattered fragments
-  // that churn (measured: docs/bench-engine.md). lru goes by the access
-  // evidence the device reports, faults and pages that arrive ahead.
-  parts.auto_policy = "lru";
   parts.data_range = &VaRange::Process();
-  if (options.disk_budget > 0) parts.data_host_limit = staging;
-  // A CPU engine clears its KV buffer and writes new KV in order: a first
-  // touch populates the rest of 1 MiB with it, so the next ones spare a
-  // fault each.
-  parts.data_fill_ahead = static_cast<uint32_t>(std::max<uint64_t>((1u << 20) / page, 1) - 1);
   auto created = Runtime::Create(effective, std::move(parts));
   if (created.ok()) return created.value().release();
   Log(0, "cannot start the host backend: %s; running without kvtier",
@@ -146,6 +124,36 @@ Runtime* StartCuda(const Options& options) {
 }
 
 }  // namespace
+
+Status HostBackendParts(const Options& options, Options* effective, Runtime::Parts* parts) {
+  // The data-backed device tiers heap blocks of a CPU engine. Its "device"
+  // is the blocks' resident memory and its "host" tier the pages unmapped on
+  // their way to SSD, so together they stay within KVTIER_HOST_BUDGET.
+  const uint64_t page = options.page_size;
+  const uint64_t budget = options.host_budget ? options.host_budget : PhysicalMemory() / 2;
+  const uint64_t staging = std::max<uint64_t>(budget / 8 / page, 1) * page;
+  if (budget < staging + 2 * page) {
+    return Status::Errorf(
+        "KVTIER_HOST_BUDGET=%s is too small for pages of %s (it needs at least %s)",
+        FormatBytes(budget).c_str(), FormatBytes(page).c_str(),
+        FormatBytes(staging + 2 * page).c_str());
+  }
+  *effective = options;
+  effective->device_budget = DeviceSizes{budget - staging, {}};
+  effective->host_budget = staging;
+  parts->data_kind = "host";
+  // predictive's groups are slots across per-layer tensors; llama.cpp keeps
+  // every layer in one block, where they come out as scattered fragments
+  // that churn (measured: docs/bench-engine.md). lru goes by the access
+  // evidence the device reports, faults and pages that arrive ahead.
+  parts->auto_policy = "lru";
+  if (options.disk_budget > 0) parts->data_host_limit = staging;
+  // A CPU engine clears its KV buffer and writes new KV in order: a first
+  // touch populates the rest of 1 MiB with it, so the next ones spare a
+  // fault each.
+  parts->data_fill_ahead = static_cast<uint32_t>(std::max<uint64_t>((1u << 20) / page, 1) - 1);
+  return Status::Ok();
+}
 
 const Options& Runtime::ProcessOptions() {
   static const Options options = [] {

@@ -185,4 +185,10 @@ class Runtime : public DeviceEvents {
   std::thread policy_thread_;
 };
 
+// The options and parts of KVTIER_BACKEND=host's runtime (bootstrap.cc):
+// the budget split into resident memory and one eighth of staging, lru by
+// default, fill-ahead. Fails when the budget is too small for the page size.
+// The caller places the views (Parts::data_range).
+Status HostBackendParts(const Options& options, Options* effective, Runtime::Parts* parts);
+
 }  // namespace kvtier

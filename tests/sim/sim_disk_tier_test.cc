@@ -438,23 +438,24 @@ TEST_F(SimDiskTest, WriteErrorsKeepThePageInHostMemoryAndAreCounted) {
 }
 
 TEST_F(SimDiskTest, ReadErrorsAndBitFlipsInTransitAreRetried) {
-  SpillStore* store = MakeStore(8);
+  SpillStore* store = MakeStore(16);
   ASSERT_TRUE(store);
-  auto dev = MakeDevice(8 * kPage, 1, false, store);
+  auto dev = MakeDevice(16 * kPage, 1, false, store);
   ASSERT_TRUE(dev);
-  // Pages 0 and 7 spilled: each is read on its own (the others are in
-  // memory, so nothing is read ahead with either).
-  RegionPtr region = HostRegion(*dev, 9, 8);
+  // Pages 0 and 15 spilled: each is read on its own (the pages between are
+  // in memory, and 15 lies past what page 0's fault reads ahead).
+  RegionPtr region = HostRegion(*dev, 9, 16);
   ASSERT_TRUE(region);
   Region& r = *region;
-  for (uint32_t p : {0u, 7u}) ASSERT_TRUE(dev->Spill(r, p).ok());
+  for (uint32_t p : {0u, 15u}) ASSERT_TRUE(dev->Spill(r, p).ok());
   env_.Arm(Fault::kReadIoError, 1);
   EXPECT_EQ(CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)), -1);
   env_.Arm(Fault::kReadBitFlip, 1);
-  EXPECT_EQ(CheckPattern(PageBase(r, 7), kPage, Seed(7, 1)), -1);
+  EXPECT_EQ(CheckPattern(PageBase(r, 15), kPage, Seed(15, 1)), -1);
   // The install wakes the engine thread before the pipeline books the page
-  // and reports the fault: wait for the reports (8 first touches, 2 restores).
-  ASSERT_TRUE(events_.WaitForFaults(8 + 2));
+  // and reports the fault: wait for the reports (16 first touches, 2
+  // restores).
+  ASSERT_TRUE(events_.WaitForFaults(16 + 2));
   EXPECT_EQ(Get(counters_.restore_errors), 1u);
   EXPECT_EQ(Get(counters_.checksum_mismatches), 1u);
   EXPECT_EQ(Get(counters_.restored_pages), 2u);

@@ -297,7 +297,7 @@ void SimDevice::DemotePages(std::span<const PageRef> pages, std::span<Status> re
     return;
   }
   std::vector<PageOf> zap;
-  std::vector<size_t> index;  // into pages, for each of zap
+  std::vector<PageOf> punch;  // leaving memory: punched with the lock released
   {
     MutexLock lock(&mu_);
     for (size_t i = 0; i < pages.size(); ++i) {
@@ -317,12 +317,13 @@ void SimDevice::DemotePages(std::span<const PageRef> pages, std::span<Status> re
       }
       return;
     }
+    LeaveDeviceLocked(zap, &punch);
     for (const PageOf& p : zap) {
-      LeaveDeviceLocked(*p.r, p.page);
       Counters::Add(counters_.demoted_pages);
       Counters::Add(counters_.demoted_bytes, p.r->region->page_size);
     }
   }
+  if (!punch.empty()) PunchLeftPages(punch);
   for (const PageRef& p : pages) SpillOverLimit(*p.region, p.page);
 }
 
@@ -335,7 +336,7 @@ Status SimDevice::Demote(Region& region, uint32_t page) {
     return Status::Ok();
   }
   if (Status s = ZapLocked(*r.value(), page); !s.ok()) return s;
-  LeaveDeviceLocked(*r.value(), page);
+  LeaveDeviceLocked({{r.value(), page}});
   Counters::Add(counters_.demoted_pages);
   Counters::Add(counters_.demoted_bytes, region.page_size);
   lock.Unlock();
@@ -367,12 +368,14 @@ Status SimDevice::Promote(Region& region, uint32_t page) {
       const PageRecord& rec = region.pages[page];
       const Tier tier = rec.tier.load(std::memory_order_relaxed);
       if (tier == Tier::kDevice) return Status::Ok();
-      if (tier != Tier::kDisk) {
-        s = BringInLocked(*r.value(), page, &evicted);
-      } else if (rec.flags.load(std::memory_order_relaxed) & kPageInFlight) {
-        // A fault is restoring it: wait for that one read, then look again.
+      if (tier != Tier::kHost && (rec.flags.load(std::memory_order_relaxed) & kPageInFlight)) {
+        // A fault is restoring it, or it is being punched out of the memfd
+        // (PunchLeftPages): wait for that, then look again.
         disk_io_done_.Wait(mu_);
         continue;
+      }
+      if (tier != Tier::kDisk) {
+        s = BringInLocked(*r.value(), page, &evicted);
       } else {
         s = RestoreLocked(*r.value(), page, &evicted);
       }
@@ -447,24 +450,30 @@ Status SimDevice::MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted) 
   }
   if (victims.empty()) return Status::Ok();
   if (Status s = ZapRunsLocked(victims); !s.ok()) return s;
+  LeaveDeviceLocked(victims);
   for (const PageOf& v : victims) {
-    LeaveDeviceLocked(*v.r, v.page);
     Counters::Add(counters_.driver_evictions);
     evicted->push_back({v.r->region, v.page});
   }
   return Status::Ok();
 }
 
+bool SimDevice::PageOrder(const PageOf& a, const PageOf& b) {
+  return a.r != b.r ? a.r->region->id < b.r->region->id : a.page < b.page;
+}
+
+size_t SimDevice::RunEnd(const std::vector<PageOf>& pages, size_t i) {
+  size_t j = i + 1;
+  while (j < pages.size() && pages[j].r == pages[i].r && pages[j].page == pages[i].page + (j - i)) {
+    ++j;
+  }
+  return j;
+}
+
 Status SimDevice::ZapRunsLocked(std::vector<PageOf>& pages) {
-  std::sort(pages.begin(), pages.end(), [](const PageOf& a, const PageOf& b) {
-    return a.r != b.r ? a.r->region->id < b.r->region->id : a.page < b.page;
-  });
+  std::sort(pages.begin(), pages.end(), PageOrder);
   for (size_t i = 0; i < pages.size();) {
-    size_t j = i + 1;
-    while (j < pages.size() && pages[j].r == pages[i].r &&
-           pages[j].page == pages[i].page + (j - i)) {
-      ++j;
-    }
+    const size_t j = RunEnd(pages, i);
     const Region& region = *pages[i].r->region;
     if (madvise(reinterpret_cast<void*>(region.PageAddr(pages[i].page)), (j - i) * region.page_size,
                 MADV_DONTNEED) != 0) {
@@ -478,22 +487,95 @@ Status SimDevice::ZapRunsLocked(std::vector<PageOf>& pages) {
   return Status::Ok();
 }
 
-void SimDevice::LeaveDeviceLocked(SimRegion& r, uint32_t page) {
-  if (host_limit_ != 0 && store_ != nullptr) {
-    // The host backend's host tier only stages pages on their way to SSD:
-    // a page of zeros is dropped (it reads back as zeros), a page whose copy
-    // on SSD is current goes straight there (no write, no staging).
+void SimDevice::LeaveDeviceLocked(const std::vector<PageOf>& pages, std::vector<PageOf>* punch) {
+  if (host_limit_ == 0 || store_ == nullptr) {
+    for (const PageOf& p : pages) SetTierLocked(*p.r, p.page, Tier::kHost);
+    return;
+  }
+  // The host backend's host tier only stages pages on their way to SSD: a
+  // page of zeros is dropped (it reads back as zeros), a page whose copy on
+  // SSD is current goes straight there (no write, no staging); both are
+  // punched out of the memfd in runs.
+  std::vector<PageOf> leave;
+  std::vector<bool> zero;
+  for (const PageOf& p : pages) {
+    SimRegion& r = *p.r;
     const size_t len = r.region->page_size;
-    const uint8_t* bytes = r.views.alias + uint64_t{page} * len;
+    const uint8_t* bytes = r.views.alias + uint64_t{p.page} * len;
     if (IsAllZero(bytes, len)) {
-      if (PunchZeroPageLocked(r, page).ok()) return;
-    } else if (CopyIsCurrent(*r.region, page, bytes)) {
-      if (LeaveForCopyLocked(r, page).ok()) return;
+      leave.push_back(p);
+      zero.push_back(true);
+      continue;
+    }
+    if (CopyIsCurrent(*r.region, p.page, bytes)) {
+      leave.push_back(p);
+      zero.push_back(false);
+      continue;
+    }
+    DropCopyLocked(r, p.page);  // changed since: its copy is stale
+    SetTierLocked(r, p.page, Tier::kHost);
+  }
+  if (punch != nullptr) {
+    // Booked where they go now; punched by the caller with the lock
+    // released, in flight meanwhile (see PunchLeftPages).
+    for (size_t i = 0; i < leave.size(); ++i) {
+      SimRegion& r = *leave[i].r;
+      if (zero[i]) {
+        DroppedZeroPageLocked(r, leave[i].page);
+      } else {
+        LeftForCopyLocked(r, leave[i].page);
+      }
+      r.region->pages[leave[i].page].flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
+      ++r.disk_io;
+    }
+    punch->insert(punch->end(), leave.begin(), leave.end());
+    return;
+  }
+  const std::vector<Status> punched = PunchRuns(leave);
+  for (size_t i = 0; i < leave.size(); ++i) {
+    SimRegion& r = *leave[i].r;
+    const uint32_t page = leave[i].page;
+    if (!punched[i].ok()) {
+      SetTierLocked(r, page, Tier::kHost);  // staged, as a changed page
+    } else if (zero[i]) {
+      DroppedZeroPageLocked(r, page);
     } else {
-      DropCopyLocked(r, page);  // changed since: its copy is stale
+      LeftForCopyLocked(r, page);
     }
   }
-  SetTierLocked(r, page, Tier::kHost);
+}
+
+void SimDevice::PunchLeftPages(const std::vector<PageOf>& pages) {
+  // Freeing the pages is most of a demotion's cost; the lock is free
+  // meanwhile, for faults and the restore pipeline. A touch of one of them
+  // waits (kDisk or kUntouched and in flight: HandleFault leaves it to the
+  // wake below), as does a Promote; a restore does not pick it, a region's
+  // release or degradation waits for its disk_io.
+  const std::vector<Status> punched = PunchRuns(pages);
+  MutexLock lock(&mu_);
+  for (size_t i = 0; i < pages.size(); ++i) {
+    SimRegion& r = *pages[i].r;
+    const uint32_t page = pages[i].page;
+    PageRecord& rec = r.region->pages[page];
+    rec.flags.fetch_and(static_cast<uint8_t>(~kPageInFlight), std::memory_order_relaxed);
+    if (!punched[i].ok()) {
+      // Its bytes are still in the memfd: staged, as a changed page (a
+      // page that left for its copy keeps the copy).
+      if (rec.tier.load(std::memory_order_relaxed) == Tier::kDisk) {
+        store_->KeepAsCopy(rec.disk_slot);
+        rec.flags.fetch_or(kPageDiskCopy, std::memory_order_relaxed);
+      }
+      SetTierLocked(r, page, Tier::kHost);
+    }
+    waiting_.erase(r.region->PageAddr(page));
+    EndDiskIoLocked(r);
+  }
+  for (size_t i = 0; i < pages.size();) {
+    const size_t j = RunEnd(pages, i);
+    const Region& region = *pages[i].r->region;
+    uffd_.Wake(region.PageAddr(pages[i].page), (j - i) * region.page_size);
+    i = j;
+  }
 }
 
 Status SimDevice::ZapLocked(SimRegion& r, uint32_t page) {

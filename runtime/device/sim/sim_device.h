@@ -228,13 +228,23 @@ class SimDevice final : public Device {
     SimRegion* r;
     uint32_t page;
   };
+  // By region, then page: neighbours side by side.
+  static bool PageOrder(const PageOf& a, const PageOf& b);
+  // The end of the run of neighbours that starts at pages[i] (sorted).
+  static size_t RunEnd(const std::vector<PageOf>& pages, size_t i);
   // Zaps the PTEs of `pages` (sorted here), one madvise per run of
   // neighbours.
   Status ZapRunsLocked(std::vector<PageOf>& pages) REQUIRES(mu_);
-  // Books a page just zapped off the device: to the host tier; with the
-  // host backend straight to SSD if its copy there is current (or nowhere,
-  // if it is zeros), since its host tier only stages pages for SSD.
-  void LeaveDeviceLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
+  // Books pages just zapped off the device (sorted): to the host tier; with
+  // the host backend straight to SSD if their copy there is current (or
+  // nowhere, if they are zeros), since its host tier only stages pages for
+  // SSD. Those are punched out of the memfd here, or, given `punch`, booked
+  // and marked in flight and appended for the caller's PunchLeftPages.
+  void LeaveDeviceLocked(const std::vector<PageOf>& pages, std::vector<PageOf>* punch = nullptr)
+      REQUIRES(mu_);
+  // Punches pages LeaveDeviceLocked appended (sorted) with the lock
+  // released, then ends their flight and wakes threads that touched them.
+  void PunchLeftPages(const std::vector<PageOf>& pages) EXCLUDES(mu_);
   // The one place a page's tier changes: record, resident list and counters.
   void SetTierLocked(SimRegion& r, uint32_t page, Tier to) REQUIRES(mu_);
   void Account(Tier tier, uint64_t bytes, bool add);
@@ -262,23 +272,31 @@ class SimDevice final : public Device {
   Result<SimRegion*> BeginSpillLocked(Region& region, uint32_t page) REQUIRES(mu_);
   Status FinishSpillLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written)
       REQUIRES(mu_);
-  // Ends the spill of a page read as all zeros: punched out of the memfd,
-  // written nowhere, it becomes kUntouched (its next touch reads zeros).
-  Status DropZeroPageLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
-  // Punches a page of zeros out of the memfd: it becomes kUntouched.
-  Status PunchZeroPageLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
+  // Pages marked by BeginSpillLocked and not yet hashed, outside the lock:
+  // pages of zeros and pages whose kept copy is current leave memory
+  // without a write (unless a touch came meanwhile); the others are
+  // returned, to be written. A punch that fails sets the page's result.
+  struct Leaving {
+    SimRegion* r;
+    uint32_t page;
+    size_t index;  // into the caller's results
+  };
+  std::vector<Leaving> LeaveUnwritten(std::vector<Leaving> jobs, std::span<Status> results);
+  // Punches `pages` (sorted) out of the memfd, one fallocate per run of
+  // neighbours; a page's status says whether it is out. The regions must
+  // stay (the lock held, or their disk_io counted).
+  static std::vector<Status> PunchRuns(const std::vector<PageOf>& pages);
+  // Books a page of zeros punched out of the memfd: it becomes kUntouched.
+  void DroppedZeroPageLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
   // Whether the page (its `bytes`, which must not change meanwhile) still
   // matches the copy on SSD it kept when it was restored (kPageDiskCopy).
   bool CopyIsCurrent(const Region& region, uint32_t page, const uint8_t* bytes) const;
   // Frees the page's kept copy, if it has one (the page changed, or leaves
   // the disk tier's care).
   void DropCopyLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
-  // Sends a page whose kept copy is current to the disk tier without a
-  // write: punched out of the memfd, its copy its only one again.
-  Status LeaveForCopyLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
-  // Ends the spill of a page found clean (LeaveForCopyLocked, unless a
-  // touch came meanwhile).
-  Status FinishCleanSpillLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
+  // Books a page whose kept copy is current, punched out of the memfd: on
+  // the disk tier without a write, its copy its only one again.
+  void LeftForCopyLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
   void EndDiskIoLocked(SimRegion& r) REQUIRES(mu_);
   // Reads every spilled page of a region being degraded back into its memfd.
   void ReadBackSpilledLocked(SimRegion& r) REQUIRES(mu_);
@@ -341,7 +359,11 @@ class SimDevice final : public Device {
   // is queued.
   void QueueRestoreLocked(SimRegion& r, uint32_t page, Clock::time_point since, bool read_here)
       REQUIRES(mu_);
-  ReadStream& StreamForLocked(const SimRegion& r, uint32_t page) REQUIRES(mu_);
+  // `fresh`: the fault starts a new stream.
+  ReadStream& StreamForLocked(const SimRegion& r, uint32_t page, bool* fresh) REQUIRES(mu_);
+  // Whether the page is out of the engine's memory: on disk, staged in the
+  // host tier, or moving.
+  bool OutOfMemoryLocked(const SimRegion& r, uint32_t page) REQUIRES(mu_);
   // Drops the queued (not yet started) restores of `r` (null: of every
   // region); their pages stay on disk and their waiters fault again.
   void CancelRestoresLocked(const SimRegion* r) REQUIRES(mu_);

@@ -36,12 +36,7 @@ void SimDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
     }
     return;
   }
-  struct Job {
-    SimRegion* r;
-    uint32_t page;
-    size_t index;  // into pages and results
-  };
-  std::vector<Job> jobs;
+  std::vector<Leaving> jobs;
   {
     MutexLock lock(&mu_);
     for (size_t i = 0; i < pages.size(); ++i) {
@@ -51,44 +46,15 @@ void SimDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
     }
   }
   if (jobs.empty()) return;
-  // The page's PTEs in the engine view are zapped, so the engine cannot
-  // change it without a fault (which marks it touched). A page whose copy
-  // on SSD is still current leaves without a write. A page of zeros is
-  // dropped rather than written (engines clear their KV pools at start, and
-  // a tight budget would spill those zeros); the store copies the others
-  // from the alias into its bounce buffers.
-  std::vector<Job> writes;
-  std::vector<Job> zeros;
-  std::vector<Job> clean;
-  for (const Job& j : jobs) {
-    const size_t len = j.r->region->page_size;
-    const uint8_t* bytes = j.r->views.alias + uint64_t{j.page} * len;
-    if (CopyIsCurrent(*j.r->region, j.page, bytes)) {
-      clean.push_back(j);
-    } else {
-      (IsAllZero(bytes, len) ? zeros : writes).push_back(j);
-    }
-  }
-  if (!zeros.empty() || !clean.empty()) {
-    MutexLock lock(&mu_);
-    for (const Job& j : zeros) {
-      results[j.index] = DropZeroPageLocked(*j.r, j.page);
-      EndDiskIoLocked(*j.r);
-    }
-    for (const Job& j : clean) {
-      results[j.index] = FinishCleanSpillLocked(*j.r, j.page);
-      EndDiskIoLocked(*j.r);
-    }
-  }
-  jobs = std::move(writes);
+  jobs = LeaveUnwritten(std::move(jobs), results);
   if (jobs.empty()) return;
   // In page order, so that a run of pages lands in a run of slots (the
   // store hands them out next-fit) and comes back in few reads.
-  std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {
+  std::sort(jobs.begin(), jobs.end(), [](const Leaving& a, const Leaving& b) {
     return a.r->region->id != b.r->region->id ? a.r->region->id < b.r->region->id : a.page < b.page;
   });
   std::vector<PageIo::Source> sources;
-  for (const Job& j : jobs) {
+  for (const Leaving& j : jobs) {
     const size_t len = j.r->region->page_size;
     sources.push_back({j.r->views.alias + uint64_t{j.page} * len, len});
   }
@@ -99,6 +65,65 @@ void SimDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
     results[jobs[j].index] = FinishSpillLocked(*jobs[j].r, jobs[j].page, written);
     EndDiskIoLocked(*jobs[j].r);
   });
+}
+
+std::vector<SimDevice::Leaving> SimDevice::LeaveUnwritten(std::vector<Leaving> jobs,
+                                                          std::span<Status> results) {
+  // The pages' PTEs in the engine view are zapped, so the engine cannot
+  // change them without a fault (which marks them touched). Hashed with the
+  // lock released: a fault meanwhile is served, and the page stays.
+  std::vector<Leaving> writes;
+  std::vector<Leaving> zeros;
+  std::vector<Leaving> clean;
+  for (const Leaving& j : jobs) {
+    const size_t len = j.r->region->page_size;
+    const uint8_t* bytes = j.r->views.alias + uint64_t{j.page} * len;
+    if (CopyIsCurrent(*j.r->region, j.page, bytes)) {
+      clean.push_back(j);
+    } else {
+      (IsAllZero(bytes, len) ? zeros : writes).push_back(j);
+    }
+  }
+  if (zeros.empty() && clean.empty()) return writes;
+  MutexLock lock(&mu_);
+  // Those not touched meanwhile leave memory, punched out in runs of
+  // neighbours: one fallocate (and one shootdown of the alias view's PTEs)
+  // a run, not one a page.
+  struct Leave {
+    PageOf at;
+    size_t index;
+    bool zero;
+  };
+  std::vector<Leave> leave;
+  for (const std::vector<Leaving>* list : {&zeros, &clean}) {
+    for (const Leaving& j : *list) {
+      PageRecord& rec = j.r->region->pages[j.page];
+      const uint8_t flags =
+          rec.flags.fetch_and(static_cast<uint8_t>(~(kPageInFlight | kPageTouchedDuringMove)),
+                              std::memory_order_relaxed);
+      if (!(flags & kPageTouchedDuringMove) && !j.r->degraded &&
+          rec.tier.load(std::memory_order_relaxed) == Tier::kHost) {
+        leave.push_back({{j.r, j.page}, j.index, list == &zeros});
+      }
+      EndDiskIoLocked(*j.r);
+    }
+  }
+  std::sort(leave.begin(), leave.end(),
+            [](const Leave& x, const Leave& y) { return PageOrder(x.at, y.at); });
+  std::vector<PageOf> at;
+  for (const Leave& l : leave) at.push_back(l.at);
+  std::vector<Status> punched = PunchRuns(at);
+  for (size_t i = 0; i < leave.size(); ++i) {
+    const Leave& l = leave[i];
+    if (!punched[i].ok()) {
+      results[l.index] = punched[i];  // it stays in host memory
+    } else if (l.zero) {
+      DroppedZeroPageLocked(*l.at.r, l.at.page);
+    } else {
+      LeftForCopyLocked(*l.at.r, l.at.page);
+    }
+  }
+  return writes;
 }
 
 Result<SimRegion*> SimDevice::BeginSpillLocked(Region& region, uint32_t page) {
@@ -171,64 +196,40 @@ void SimDevice::DropCopyLocked(SimRegion& r, uint32_t page) {
   store_->Free(rec.disk_slot);
 }
 
-Status SimDevice::FinishCleanSpillLocked(SimRegion& r, uint32_t page) {
-  Region& region = *r.region;
-  PageRecord& rec = region.pages[page];
-  const uint8_t flags = rec.flags.fetch_and(
-      static_cast<uint8_t>(~(kPageInFlight | kPageTouchedDuringMove)), std::memory_order_relaxed);
-  if ((flags & kPageTouchedDuringMove) || r.degraded ||
-      rec.tier.load(std::memory_order_relaxed) != Tier::kHost) {
-    return Status::Ok();  // touched since it was hashed: it stays where the fault put it
+std::vector<Status> SimDevice::PunchRuns(const std::vector<PageOf>& pages) {
+  std::vector<Status> out(pages.size());
+  for (size_t i = 0; i < pages.size();) {
+    const size_t j = RunEnd(pages, i);
+    const Region& region = *pages[i].r->region;
+    const off_t offset = static_cast<off_t>(uint64_t{pages[i].page} * region.page_size);
+    if (fallocate(pages[i].r->views.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
+                  static_cast<off_t>((j - i) * region.page_size)) != 0) {
+      const Status s = Status::Errorf(
+          "simulated GPU: region %u pages %u..%zu: punching them out of the memfd failed: %s "
+          "(they stay in host memory)",
+          region.id, pages[i].page, pages[i].page + (j - i) - 1, strerror(errno));
+      Log(0, "%s", s.message().c_str());
+      for (size_t k = i; k < j; ++k) out[k] = s;
+    }
+    i = j;
   }
-  return LeaveForCopyLocked(r, page);
+  return out;
 }
 
-Status SimDevice::LeaveForCopyLocked(SimRegion& r, uint32_t page) {
-  Region& region = *r.region;
-  PageRecord& rec = region.pages[page];
-  const off_t offset = static_cast<off_t>(uint64_t{page} * region.page_size);
-  if (fallocate(r.views.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
-                static_cast<off_t>(region.page_size)) != 0) {
-    return Status::Errorf(
-        "simulated GPU: region %u page %u: punching it out of the memfd failed: %s (the page "
-        "stays in host memory)",
-        region.id, page, strerror(errno));
-  }
+void SimDevice::LeftForCopyLocked(SimRegion& r, uint32_t page) {
+  PageRecord& rec = r.region->pages[page];
   rec.flags.fetch_and(static_cast<uint8_t>(~kPageDiskCopy), std::memory_order_relaxed);
   store_->Reuse(rec.disk_slot);
   SetTierLocked(r, page, Tier::kDisk);
   Counters::Add(counters_.spill_clean_pages);
-  return Status::Ok();
 }
 
-Status SimDevice::DropZeroPageLocked(SimRegion& r, uint32_t page) {
-  Region& region = *r.region;
-  PageRecord& rec = region.pages[page];
-  const uint8_t flags = rec.flags.fetch_and(
-      static_cast<uint8_t>(~(kPageInFlight | kPageTouchedDuringMove)), std::memory_order_relaxed);
-  if ((flags & kPageTouchedDuringMove) || r.degraded ||
-      rec.tier.load(std::memory_order_relaxed) != Tier::kHost) {
-    return Status::Ok();  // touched since it was read: it stays where the fault put it
-  }
-  return PunchZeroPageLocked(r, page);
-}
-
-Status SimDevice::PunchZeroPageLocked(SimRegion& r, uint32_t page) {
-  Region& region = *r.region;
-  const off_t offset = static_cast<off_t>(uint64_t{page} * region.page_size);
-  if (fallocate(r.views.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
-                static_cast<off_t>(region.page_size)) != 0) {
-    return Status::Errorf(
-        "simulated GPU: dropping zero page %u of region %u: punching it out of the memfd failed: "
-        "%s (the page stays in host memory)",
-        page, region.id, strerror(errno));
-  }
+void SimDevice::DroppedZeroPageLocked(SimRegion& r, uint32_t page) {
   // With no bytes it is a never-touched page again: the next touch is
   // filled with zeros (MISSING), which is what it held.
   DropCopyLocked(r, page);
   SetTierLocked(r, page, Tier::kUntouched);
   Counters::Add(counters_.zero_pages_dropped);
-  return Status::Ok();
 }
 
 Status SimDevice::RestoreLocked(SimRegion& r, uint32_t page, std::vector<Evicted>* evicted) {

@@ -154,16 +154,22 @@ void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
       return;
     }
     Status s;
+    if (from == Tier::kUntouched && (rec.flags.load(std::memory_order_relaxed) & kPageInFlight)) {
+      // A page of zeros being punched out of the memfd (PunchLeftPages):
+      // its end wakes this thread, which then faults on a hole.
+      return;
+    }
     if (from != Tier::kDisk) {
       s = BringInLocked(*r, page, &evicted);
       if (s.ok() && from == Tier::kUntouched && fill_ahead_ > 0) {
         ahead = FillAheadLocked(*r, page + 1, &evicted);
       }
     } else if (rec.flags.load(std::memory_order_relaxed) & kPageInFlight) {
-      // Another thread is reading this page back. Its install wakes every
-      // thread waiting on the page, this one's included (and on an error it
-      // wakes them to fault again), so this message needs no read of its own.
-      // A read the pipeline has queued moves to its front.
+      // Another thread is reading this page back (or punching it out of the
+      // memfd: PunchLeftPages). Its install wakes every thread waiting on
+      // the page, this one's included (and on an error, or after a punch,
+      // it wakes them to fault again), so this message needs no read of its
+      // own. A read the pipeline has queued moves to its front.
       coalesced_faults_.fetch_add(1, std::memory_order_relaxed);
       if (restorer_) QueueRestoreLocked(*r, page, read_at, /*read_here=*/false);
       return;

@@ -7,7 +7,7 @@
 // region's pages one after another (a layer's K or V of one session in
 // llama.cpp's KV buffer; with flash attention K and V are two streams read
 // in step): each fault in a stream doubles how far past it the pipeline
-// queues (4 pages, then 8, up to kMaxWindow), so a session's pages are read
+// queues (8 pages, then 16, up to kMaxWindow), so a session's pages are read
 // ahead of its kernels in the order they touch them, and a read that is not
 // followed costs at most one window. The `kvtier-restore` thread keeps up to
 // kRestoreBytes of reads in flight on one io_uring. Queued pages that are
@@ -43,8 +43,9 @@ namespace kvtier {
 namespace {
 
 // Bytes of reads in flight, the most reads in flight, and the most pages
-// one read takes.
-constexpr size_t kRestoreBytes = size_t{4} << 20;
+// one read takes. A disk needs megabytes in flight to reach its speed (the
+// limit row of docs/bench-engine.md reads 16 MiB at a time).
+constexpr size_t kRestoreBytes = size_t{16} << 20;
 constexpr size_t kMaxRestoreDepth = 32;
 constexpr uint32_t kMaxRun = 16;
 // Pages read ahead of a touch (queued or in flight) take at most this share
@@ -52,7 +53,7 @@ constexpr uint32_t kMaxRun = 16;
 constexpr uint64_t kAheadShare = 4;
 // Bytes of reads of other layers' pages in flight at most (see
 // RestoreJob::later): a fault's read waits behind no more than this.
-constexpr size_t kLaterBytes = size_t{1} << 20;
+constexpr size_t kLaterBytes = size_t{8} << 20;
 // Copies ahead: the oldest resident pages within capacity / share of the
 // device's eviction end are kept with a current copy on SSD, so that the
 // next returning session evicts them without a write; kCopyBytes of those
@@ -60,8 +61,11 @@ constexpr size_t kLaterBytes = size_t{1} << 20;
 constexpr uint64_t kCopyReserveShare = 2;
 constexpr size_t kCopyBytes = size_t{1} << 20;
 constexpr std::chrono::milliseconds kCopyIdleWait{20};
-constexpr uint32_t kFirstWindow = 2;  // pages queued past a stream's first fault
-constexpr uint32_t kMaxWindow = 16;   // ... and at most past a later one
+constexpr uint32_t kFirstWindow = 8;  // pages queued past a stream's first fault
+constexpr uint32_t kMaxWindow = 64;   // ... and at most past a later one
+// Faults closer than this many pages to the previous one continue its run
+// (see NoteFaultLocked).
+constexpr uint32_t kNearPages = 16;
 
 // True when 16 words spread over the page are all zero.
 bool LooksAllZero(const uint8_t* bytes, size_t len) {
@@ -101,8 +105,9 @@ void SimDevice::WakeRestorerLocked() {
   if (restore_wake_fd_ >= 0) (void)!write(restore_wake_fd_, &one, sizeof one);
 }
 
-SimDevice::ReadStream& SimDevice::StreamForLocked(const SimRegion& r, uint32_t page) {
+SimDevice::ReadStream& SimDevice::StreamForLocked(const SimRegion& r, uint32_t page, bool* fresh) {
   ReadStream* oldest = &streams_[0];
+  *fresh = false;
   for (ReadStream& s : streams_) {
     // The fault is where the stream is, or just past what it queued.
     if (s.r == &r && page >= s.start && page < s.next + kMaxWindow) {
@@ -113,7 +118,15 @@ SimDevice::ReadStream& SimDevice::StreamForLocked(const SimRegion& r, uint32_t p
     if (s.used < oldest->used) oldest = &s;
   }
   *oldest = ReadStream{&r, page, page, kFirstWindow, ++stream_clock_, page, page + 1, page, page};
+  *fresh = true;
   return *oldest;
+}
+
+bool SimDevice::OutOfMemoryLocked(const SimRegion& r, uint32_t page) {
+  const PageRecord& rec = r.region->pages[page];
+  if (rec.flags.load(std::memory_order_relaxed) & kPageInFlight) return true;
+  const Tier tier = rec.tier.load(std::memory_order_relaxed);
+  return tier == Tier::kDisk || tier == Tier::kHost;
 }
 
 void SimDevice::NoteFaultLocked(uintptr_t addr, size_t page_size) {
@@ -125,7 +138,7 @@ void SimDevice::NoteFaultLocked(uintptr_t addr, size_t page_size) {
   // distance as the stride: an engine writes a step's new KV to the same
   // cells of every layer's K and V one after another, and reads a
   // session's cells layer after layer.
-  const uintptr_t near = uintptr_t{kMaxWindow} * page_size;
+  const uintptr_t near = uintptr_t{kNearPages} * page_size;
   if (last != 0 && (addr > last ? addr - last : last - addr) <= near) return;
   g.starts[0] = g.starts[1];
   g.starts[1] = g.starts[2];
@@ -227,11 +240,26 @@ void SimDevice::QueueRestoreLocked(SimRegion& r, uint32_t page, Clock::time_poin
   const bool mark = read_here && !(rec.flags.load(std::memory_order_relaxed) & kPageInFlight);
   if (mark) rec.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
   if (!read_here) waiting_.emplace(region.PageAddr(page), since);
-  ReadStream& stream = StreamForLocked(r, page);
-  stream.lo = std::min(stream.lo, page);
+  bool fresh = false;
+  ReadStream& stream = StreamForLocked(r, page, &fresh);
+  // A new stream takes in the pages before the fault that left memory with
+  // it, up to a page never touched (or kMaxWindow): an engine's first touch
+  // of a returning session is where it writes the new tokens, after the
+  // session's cells, which it then reads from the first. Those come first.
+  uint32_t before = page;
+  if (fresh) {
+    while (before > 0 && page - before < kMaxWindow && OutOfMemoryLocked(r, before - 1)) --before;
+    stream.start = before;
+  }
+  stream.lo = std::min(stream.lo, before);
   stream.hi = std::max(stream.hi, page + 1);
-  const uint32_t end = static_cast<uint32_t>(
-      std::min<uint64_t>(region.pages.size(), uint64_t{page} + 1 + stream.window));
+  // ... and what follows it, up to a page never touched (the end of what
+  // the engine wrote there).
+  uint32_t end = page + 1;
+  while (end < region.pages.size() && end - page <= stream.window &&
+         region.pages[end].tier.load(std::memory_order_relaxed) != Tier::kUntouched) {
+    ++end;
+  }
   // The faulting page and what the stream reads next go to the front, in
   // that order: the queued ones among them move (those of this region from
   // `page` on that sit together, as the stream queued them), the others are
@@ -256,6 +284,15 @@ void SimDevice::QueueRestoreLocked(SimRegion& r, uint32_t page, Clock::time_poin
     // push out the ones the engine uses, nor each other, before their use).
     if (p != page && restoring_pages_ >= AheadLimit()) break;
     TakeForRestoreLocked(r, p, &front);  // unless queued or read already
+  }
+  if (before < page) {
+    // Right after the faulting page.
+    std::vector<RestoreJob> earlier;
+    for (uint32_t p = before; p < page && restoring_pages_ < AheadLimit(); ++p) {
+      TakeForRestoreLocked(r, p, &earlier);
+    }
+    const size_t at = !front.empty() && front[0].page == page ? 1 : 0;
+    front.insert(front.begin() + static_cast<ptrdiff_t>(at), earlier.begin(), earlier.end());
   }
   stream.next = std::max(stream.next, end);
   if (!front.empty()) {
@@ -289,7 +326,8 @@ void SimDevice::CancelRestoresLocked(const SimRegion* r) {
 }
 
 size_t SimDevice::AheadLimit() const {
-  return std::max<uint64_t>(capacity_ / kAheadShare / store_->page_size(), kFirstWindow + 1);
+  // A device of a few pages still reads a faulting page and two past it.
+  return std::max<uint64_t>(capacity_ / kAheadShare / store_->page_size(), 3);
 }
 
 void SimDevice::EndRestoreLocked(SimRegion& r) {
