@@ -368,12 +368,12 @@ class SimDevice final : public Device {
   // region); their pages stay on disk and their waiters fault again.
   void CancelRestoresLocked(const SimRegion* r) REQUIRES(mu_);
   // Installs pages [first, first + count) of `r`, which the pipeline read
-  // and verified into the memfd (or leaves them on disk in a region being
+  // and verified into `bytes` (or leaves them on disk in a region being
   // destroyed); counts a page a thread waited on as a fault. False when the
   // install failed (the region is then to be degraded).
-  bool InstallRunFromPipeline(SimRegion& r, uint32_t first, uint32_t count);
+  bool InstallRunFromPipeline(SimRegion& r, uint32_t first, uint32_t count, const uint8_t* bytes);
   // One part of it, whose evictions the staging area has room for.
-  bool InstallPartFromPipeline(SimRegion& r, uint32_t first, uint32_t count);
+  bool InstallPartFromPipeline(SimRegion& r, uint32_t first, uint32_t count, const uint8_t* bytes);
   // Ends a copy ahead: `page` keeps it if it is still in memory and has no
   // copy (else the slot is freed).
   void FinishCopyLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written)

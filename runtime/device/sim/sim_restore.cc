@@ -13,12 +13,13 @@
 // kRestoreBytes of reads in flight on one io_uring. Queued pages that are
 // neighbours in the region and in the spill file (the store hands out slots
 // next-fit and spills go in page order) are read as one run of up to
-// kMaxRun pages, straight into the memfd through the alias: the engine view
-// has no PTEs there until the run is verified, so the engine cannot see
-// the bytes before (a touch meanwhile is a fault that waits). A verified run
-// is installed with one UFFDIO_CONTINUE (after making room as a fault does),
-// which wakes its waiters: an engine thread waits for its own page only. A
-// page keeps its copy on SSD once back (kPageDiskCopy).
+// kMaxRun pages, into a chunk of the pipeline's read buffers (huge pages,
+// kRestoreBytes in all, made at its first read: an O_DIRECT read into the
+// memfd's own pages would pin and populate them page by page, which took
+// two thirds of this thread's time). A verified run is installed with one
+// UFFDIO_COPY (after making room as a fault does), which wakes its
+// waiters: an engine thread waits for its own page only, and never sees
+// unverified bytes. A page keeps its copy on SSD once back (kPageDiskCopy).
 //
 // A region being destroyed or degraded drops its queued restores; reads
 // already started complete first (the region's disk_io counts them).
@@ -343,15 +344,11 @@ void SimDevice::AbandonRunLocked(SimRegion& r, uint32_t first, uint32_t count) {
     waiting_.erase(region.PageAddr(p));
     EndRestoreLocked(r);
   }
-  // Read, or partly read, into the memfd: punched out again, so that the
-  // pages are holes, as spilled pages are.
-  const off_t offset = static_cast<off_t>(uint64_t{first} * region.page_size);
-  (void)fallocate(r.views.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
-                  static_cast<off_t>(uint64_t{count} * region.page_size));
   uffd_.Wake(region.PageAddr(first), uint64_t{count} * region.page_size);
 }
 
-bool SimDevice::InstallRunFromPipeline(SimRegion& r, uint32_t first, uint32_t count) {
+bool SimDevice::InstallRunFromPipeline(SimRegion& r, uint32_t first, uint32_t count,
+                                       const uint8_t* bytes) {
   // With the host backend's staging, in parts whose evictions it has room
   // for (half of it: a fault's eviction may need the rest), so that
   // resident memory stays within the budget.
@@ -362,7 +359,7 @@ bool SimDevice::InstallRunFromPipeline(SimRegion& r, uint32_t first, uint32_t co
   for (uint32_t done = 0; done < count; done += part) {
     const uint32_t n = std::min(part, count - done);
     if (host_limit_ != 0) WaitForStagingRoom(n * len);
-    if (!InstallPartFromPipeline(r, first + done, n)) {
+    if (!InstallPartFromPipeline(r, first + done, n, bytes + uint64_t{done} * len)) {
       MutexLock lock(&mu_);
       if (done + n < count) AbandonRunLocked(r, first + done + n, count - done - n);
       return false;
@@ -371,7 +368,8 @@ bool SimDevice::InstallRunFromPipeline(SimRegion& r, uint32_t first, uint32_t co
   return true;
 }
 
-bool SimDevice::InstallPartFromPipeline(SimRegion& r, uint32_t first, uint32_t count) {
+bool SimDevice::InstallPartFromPipeline(SimRegion& r, uint32_t first, uint32_t count,
+                                        const uint8_t* bytes) {
   std::vector<Evicted> evicted;
   std::vector<std::pair<uint32_t, uint64_t>> faulted;  // page, wait
   std::vector<std::pair<uint32_t, uint32_t>> ahead;    // runs: first, count
@@ -386,9 +384,13 @@ bool SimDevice::InstallPartFromPipeline(SimRegion& r, uint32_t first, uint32_t c
       AbandonRunLocked(r, first, count);  // its release frees the slots
       return true;
     }
-    if (!r.degraded) {
+    if (r.degraded) {
+      // The view is about to be unregistered (DegradeLocked waits for this
+      // read): the bytes go into the memfd, where the engine will find them.
+      memcpy(r.views.alias + uint64_t{first} * len, bytes, uint64_t{count} * len);
+    } else {
       s = MakeRoomLocked(uint64_t{count} * len, &evicted);
-      if (s.ok()) s = uffd_.Continue(start, uint64_t{count} * len);
+      if (s.ok()) s = uffd_.Copy(start, uint64_t{count} * len, bytes);
     }
     if (!s.ok()) {
       Log(0, "simulated GPU: installing restored pages %u..%u of region %u: %s", first,
@@ -513,10 +515,17 @@ void SimDevice::RestoreLoop() {
     uint32_t first = 0, count = 0;
     uint32_t slot = 0;
     std::vector<uint64_t> checksums;
-    bool later = false;      // a read of RestoreJob::later jobs
-    AlignedBuffer snapshot;  // a copy's bytes as written
+    bool later = false;        // a read of RestoreJob::later jobs
+    uint8_t* chunk = nullptr;  // a read's bytes, verified
+    AlignedBuffer snapshot;    // a copy's bytes as written
   };
   std::vector<Op> ops(batch ? batch->depth() : 1);
+  // Reads land in chunks of `run_pages` pages of one slab, max_pages in
+  // all, made at the first read (huge pages where the kernel gives them).
+  const uint32_t run_pages = static_cast<uint32_t>(std::clamp<size_t>(max_pages / 8, 1, kMaxRun));
+  AlignedBuffer slab;
+  bool no_slab = false;  // it could not be made: faults read their pages
+  std::vector<uint8_t*> free_chunks;
   size_t busy_pages = 0, copies = 0;
   size_t later_pages = 0;  // of busy_pages, reads of RestoreJob::later jobs
   const size_t max_later = std::max<size_t>(kLaterBytes / page_size, 1);
@@ -531,6 +540,7 @@ void SimDevice::RestoreLoop() {
     SimRegion* r;
     RegionPtr region;
     uint32_t first, count;
+    uint8_t* chunk;
     SpillCompletion c;
   };
   std::vector<Finished> finished;
@@ -567,7 +577,8 @@ void SimDevice::RestoreLoop() {
         while (i < ops.size() && ops[i].kind != Op::Kind::kFree) ++i;
         return i < ops.size() ? &ops[i] : nullptr;
       };
-      while (!restore_queue_.empty() && busy_pages < max_pages && free_op() != nullptr) {
+      while (!restore_queue_.empty() && busy_pages < max_pages && free_op() != nullptr &&
+             (!free_chunks.empty() || !slab.data())) {
         // Other layers' pages wait while enough of them are in flight
         // (they sit behind the faulting layer's in the queue).
         if (restore_queue_.front().later && later_pages >= max_later) break;
@@ -594,8 +605,30 @@ void SimDevice::RestoreLoop() {
           ++job.r->disk_io;
           ++restoring_pages_;
         }
+        if (!slab.data() && !no_slab) {
+          Result<AlignedBuffer> made = AlignedBuffer::Allocate(max_pages * page_size);
+          if (made.ok()) {
+            slab = std::move(made).value();
+            for (size_t at = 0; at + run_pages * page_size <= slab.size();
+                 at += run_pages * page_size) {
+              free_chunks.push_back(slab.data() + at);
+            }
+          } else {
+            no_slab = true;
+            Log(0,
+                "simulated GPU: the restore pipeline has no read buffers (%s); faults read "
+                "their pages one at a time",
+                made.status().message().c_str());
+          }
+        }
+        if (no_slab) {
+          AbandonRunLocked(*job.r, job.page, 1);
+          continue;
+        }
         const Region& region = *job.r->region;
         Op& op = ops[i];
+        op.chunk = free_chunks.back();
+        free_chunks.pop_back();
         op.kind = Op::Kind::kRead;
         op.r = job.r;
         op.region = job.r->region;
@@ -607,7 +640,7 @@ void SimDevice::RestoreLoop() {
         // page a thread waits on goes alone, so that its read is short.
         const bool whole_slots =
             region.page_size == page_size && waiting_.count(region.PageAddr(job.page)) == 0;
-        while (runs && whole_slots && op.count < kMaxRun && busy_pages + op.count < max_pages &&
+        while (runs && whole_slots && op.count < run_pages && busy_pages + op.count < max_pages &&
                !restore_queue_.empty()) {
           const RestoreJob& next = restore_queue_.front();
           const PageRecord& rec = region.pages[next.page];
@@ -655,7 +688,6 @@ void SimDevice::RestoreLoop() {
     for (size_t i : started) {
       Op& op = ops[i];
       const size_t len = op.region->page_size;
-      uint8_t* at = op.r->views.alias + uint64_t{op.first} * len;
       if (op.kind == Op::Kind::kCopy) {
         // A snapshot, so that the bytes written are the bytes checksummed
         // even while the engine writes the page (the copy is then stale,
@@ -671,24 +703,29 @@ void SimDevice::RestoreLoop() {
           done.push_back(std::move(c));
           continue;
         }
-        memcpy(op.snapshot.data(), at, len);
+        memcpy(op.snapshot.data(), op.r->views.alias + uint64_t{op.first} * len, len);
         batch->AddWrite(op.snapshot.data(), len, i);
       } else if (!batch) {
         SpillCompletion c;
         c.tag = i;
         c.kind = IoKind::kRead;
-        c.status = store_->Read(op.slot, at, len, op.checksums[0], &c.failure);
+        for (uint32_t k = 0; k < op.count && c.status.ok(); ++k) {
+          c.status = store_->Read(op.slot + k, op.chunk + uint64_t{k} * len, len, op.checksums[k],
+                                  &c.failure);
+        }
         done.push_back(std::move(c));
       } else if (op.count == 1) {
-        batch->AddRead(op.slot, at, len, op.checksums[0], i);
+        batch->AddRead(op.slot, op.chunk, len, op.checksums[0], i);
       } else {
-        batch->AddReadRun(op.slot, op.count, at, op.checksums.data(), i);
+        batch->AddReadRun(op.slot, op.count, op.chunk, op.checksums.data(), i);
       }
     }
     for (Finished& f : finished) {
       const SpillCompletion& c = f.c;
       if (c.status.ok()) {
-        if (!InstallRunFromPipeline(*f.r, f.first, f.count)) to_degrade.emplace_back(f.region, f.r);
+        if (!InstallRunFromPipeline(*f.r, f.first, f.count, f.chunk)) {
+          to_degrade.emplace_back(f.region, f.r);
+        }
       } else if (c.failure == ReadFailure::kBadRequest) {
         // A run the store would bounce: its pages wait for their faults,
         // and later restores read one page at a time.
@@ -699,6 +736,7 @@ void SimDevice::RestoreLoop() {
         // Read twice and still wrong: the page's only copy is gone.
         StopOnLostPage(*store_, f.region->id, f.region->tag, f.first, c.status);
       }
+      free_chunks.push_back(f.chunk);
     }
     finished.clear();
     if (batch && batch->outstanding() > 0 && done.empty()) {
@@ -720,8 +758,8 @@ void SimDevice::RestoreLoop() {
           } else {
             const size_t len = op.region->page_size;
             for (uint32_t k = 0; k < op.count && c.status.ok(); ++k) {
-              c.status = store_->Read(op.slot + k, op.r->views.alias + uint64_t{op.first + k} * len,
-                                      len, op.checksums[k], &c.failure);
+              c.status = store_->Read(op.slot + k, op.chunk + uint64_t{k} * len, len,
+                                      op.checksums[k], &c.failure);
             }
           }
           done.push_back(std::move(c));
@@ -745,7 +783,9 @@ void SimDevice::RestoreLoop() {
         --copies;
         op.region.reset();
       } else {
-        finished.push_back({op.kind, op.r, std::move(op.region), op.first, op.count, std::move(c)});
+        finished.push_back(
+            {op.kind, op.r, std::move(op.region), op.first, op.count, op.chunk, std::move(c)});
+        op.chunk = nullptr;
       }
       op.kind = Op::Kind::kFree;
     }
