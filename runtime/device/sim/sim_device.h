@@ -361,9 +361,9 @@ class SimDevice final : public Device {
       REQUIRES(mu_);
   // `fresh`: the fault starts a new stream.
   ReadStream& StreamForLocked(const SimRegion& r, uint32_t page, bool* fresh) REQUIRES(mu_);
-  // Whether the page is out of the engine's memory: on disk, staged in the
-  // host tier, or moving.
-  bool OutOfMemoryLocked(const SimRegion& r, uint32_t page) REQUIRES(mu_);
+  // A read of `page` the pipeline has queued but not started: taken out of
+  // the queue (for a fault thread to read it itself). False if none.
+  bool TakeBackQueuedLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
   // Drops the queued (not yet started) restores of `r` (null: of every
   // region); their pages stay on disk and their waiters fault again.
   void CancelRestoresLocked(const SimRegion* r) REQUIRES(mu_);

@@ -123,11 +123,16 @@ SimDevice::ReadStream& SimDevice::StreamForLocked(const SimRegion& r, uint32_t p
   return *oldest;
 }
 
-bool SimDevice::OutOfMemoryLocked(const SimRegion& r, uint32_t page) {
-  const PageRecord& rec = r.region->pages[page];
-  if (rec.flags.load(std::memory_order_relaxed) & kPageInFlight) return true;
-  const Tier tier = rec.tier.load(std::memory_order_relaxed);
-  return tier == Tier::kDisk || tier == Tier::kHost;
+bool SimDevice::TakeBackQueuedLocked(SimRegion& r, uint32_t page) {
+  auto it = std::find_if(restore_queue_.begin(), restore_queue_.end(), [&](const RestoreJob& j) {
+    return j.r == &r && j.page == page && j.read;
+  });
+  if (it == restore_queue_.end()) return false;
+  restore_queue_.erase(it);
+  r.region->pages[page].flags.fetch_and(static_cast<uint8_t>(~kPageInFlight),
+                                        std::memory_order_relaxed);
+  EndRestoreLocked(r);
+  return true;
 }
 
 void SimDevice::NoteFaultLocked(uintptr_t addr, size_t page_size) {
@@ -243,13 +248,17 @@ void SimDevice::QueueRestoreLocked(SimRegion& r, uint32_t page, Clock::time_poin
   if (!read_here) waiting_.emplace(region.PageAddr(page), since);
   bool fresh = false;
   ReadStream& stream = StreamForLocked(r, page, &fresh);
-  // A new stream takes in the pages before the fault that left memory with
-  // it, up to a page never touched (or kMaxWindow): an engine's first touch
-  // of a returning session is where it writes the new tokens, after the
-  // session's cells, which it then reads from the first. Those come first.
+  // A new stream takes in the pages on disk before the fault (at most
+  // kMaxWindow): an engine's first touch of a returning session is where
+  // it writes the new tokens, after the session's cells, which it then
+  // reads from the first. Those come first. (Pages in host memory before
+  // it were most likely read and let go just now.)
   uint32_t before = page;
   if (fresh) {
-    while (before > 0 && page - before < kMaxWindow && OutOfMemoryLocked(r, before - 1)) --before;
+    while (before > 0 && page - before < kMaxWindow &&
+           region.pages[before - 1].tier.load(std::memory_order_relaxed) == Tier::kDisk) {
+      --before;
+    }
     stream.start = before;
   }
   stream.lo = std::min(stream.lo, before);
