@@ -555,6 +555,7 @@ void SimDevice::RestoreLoop() {
   std::vector<Finished> finished;
   for (;;) {
     std::vector<size_t> started;
+    bool chunk_starved = false;  // reads are queued, but every chunk is taken
     std::vector<Evicted> mapped_evicted;                 // by pages mapped back from host memory
     std::vector<std::pair<RegionPtr, uint32_t>> mapped;  // those pages
     {
@@ -666,6 +667,7 @@ void SimDevice::RestoreLoop() {
         if (op.later) later_pages += op.count;
         started.push_back(i);
       }
+      chunk_starved = !restore_queue_.empty() && slab.data() != nullptr && free_chunks.empty();
       // Copies ahead only while no restore is under way: they must not
       // delay a returning session.
       if (batch && restore_queue_.empty() && busy_pages == copies && copies < max_copies &&
@@ -729,7 +731,14 @@ void SimDevice::RestoreLoop() {
         batch->AddReadRun(op.slot, op.count, op.chunk, op.checksums.data(), i);
       }
     }
+    // On their way before the installs below.
+    if (batch && !started.empty()) batch->Submit();
+    // Reads that wait for a chunk get the first one an install frees: one
+    // install, then back to submit.
+    size_t installs = 0;
     for (Finished& f : finished) {
+      if (installs > 0 && chunk_starved) break;
+      ++installs;
       const SpillCompletion& c = f.c;
       if (c.status.ok()) {
         if (!InstallRunFromPipeline(*f.r, f.first, f.count, f.chunk)) {
@@ -747,8 +756,8 @@ void SimDevice::RestoreLoop() {
       }
       free_chunks.push_back(f.chunk);
     }
-    finished.clear();
-    if (batch && batch->outstanding() > 0 && done.empty()) {
+    finished.erase(finished.begin(), finished.begin() + static_cast<ptrdiff_t>(installs));
+    if (batch && batch->outstanding() > 0 && done.empty() && finished.empty()) {
       Status broken = batch->WaitAny(&done);
       if (!broken.ok()) {
         // The queue broke: reads it did not complete are read page by page
