@@ -449,6 +449,11 @@ class SimDevice final : public Device {
   std::unordered_map<uintptr_t, Clock::time_point> waiting_ GUARDED_BY(mu_);
   CondVar restore_work_;  // with mu_: the queue has work, or stop
   bool restore_stop_ GUARDED_BY(mu_) = false;
+  // Fault threads reading their own page now: the pipeline is woken after
+  // those reads are on their way, so that a faulting page is not queued
+  // behind megabytes read ahead (wake_held_ says one is due).
+  int hold_wake_ GUARDED_BY(mu_) = 0;
+  bool wake_held_ GUARDED_BY(mu_) = false;
   std::unique_ptr<std::thread> restorer_;  // null: faults restore their own page
   int restore_wake_fd_ = -1;               // eventfd: ends the pipeline's wait on I/O early
   void WakeRestorerLocked() REQUIRES(mu_);

@@ -177,9 +177,16 @@ void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
       return;
     } else {
       // This thread reads the page itself (no hand-off on the way to the
-      // waiter); the pipeline reads, meanwhile, what the engine touches next.
+      // waiter); the pipeline reads, then, what the engine touches next. (Not
+      // before: on a disk that serves requests in order, this read would
+      // wait behind megabytes of them.)
+      ++hold_wake_;
       if (restorer_) QueueRestoreLocked(*r, page, read_at, /*read_here=*/true);
       s = RestoreLocked(*r, page, &evicted);  // releases the lock to read
+      if (--hold_wake_ == 0 && wake_held_) {
+        wake_held_ = false;
+        WakeRestorerLocked();
+      }
     }
     if (!s.ok()) {
       DegradeLocked(*r, s);  // unregisters: the waiter runs on, untiered

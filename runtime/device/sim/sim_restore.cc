@@ -100,6 +100,10 @@ Status SimDevice::StartRestorer(const StartStepCheck& check) {
 }
 
 void SimDevice::WakeRestorerLocked() {
+  if (hold_wake_ > 0) {
+    wake_held_ = true;
+    return;
+  }
   restore_work_.Signal();
   // And out of its wait on I/O: new work goes ahead of what is queued.
   const uint64_t one = 1;
