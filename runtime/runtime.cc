@@ -533,13 +533,16 @@ std::string Runtime::SummaryText() {
              (unsigned long long)(g(c.spill_errors) + g(c.restore_errors)),
              (unsigned long long)g(c.checksum_mismatches));
     out += buf;
-    if (fault_env_) {
-      const std::string fired = InjectedSummary(*fault_env_);
-      out += "  faults injected   " + (fired.empty() ? std::string("none fired") : fired) + "\n";
-    }
+    out += InjectedSummaryText();
   }
   out += PolicySummaryText();
   return out;
+}
+
+std::string Runtime::InjectedSummaryText() const {
+  if (!fault_env_) return "";
+  const std::string fired = InjectedSummary(*fault_env_);
+  return "  faults injected   " + (fired.empty() ? std::string("none fired") : fired) + "\n";
 }
 
 std::string Runtime::PolicySummaryText() {
@@ -626,10 +629,7 @@ std::string Runtime::HostSummaryText() {
              pages(g(c.restored_ahead_pages)), b(c.disk_copy_bytes).c_str(),
              pages(g(c.spill_errors) + g(c.restore_errors)), pages(g(c.checksum_mismatches)));
     out += buf;
-    if (fault_env_) {
-      const std::string fired = InjectedSummary(*fault_env_);
-      out += "  faults injected   " + (fired.empty() ? std::string("none fired") : fired) + "\n";
-    }
+    out += InjectedSummaryText();
   }
   out += PolicySummaryText();
   return out;

@@ -146,6 +146,8 @@ class Runtime : public DeviceEvents {
   // SummaryText's host backend form, and its policy lines.
   std::string HostSummaryText();
   std::string PolicySummaryText();
+  // The faults KVTIER_DISK_FAULTS fired, as a summary line ("" without it).
+  std::string InjectedSummaryText() const;
   // Logs a move the device refused (the first one; later ones are counted).
   void OnMoveFailed(Region& region, const Move& move, const Status& error);
 

@@ -138,12 +138,7 @@ Status SpillBatch::Wait(size_t min, std::vector<SpillCompletion>* out) {
       Submit();  // only requests that completed at once (refusals) ran so far
       continue;
     }
-    Status st = Pump(true);
-    if (!st.ok()) {
-      // What completed is still the caller's (slots of finished writes).
-      TakeDone(out);
-      return st.Annotate("spill I/O queue (" + store_->file_description() + ")");
-    }
+    if (Status st = PumpOrHandOver(out); !st.ok()) return st;
   }
   TakeDone(out);
   return Status::Ok();
@@ -153,14 +148,18 @@ Status SpillBatch::WaitAny(std::vector<SpillCompletion>* out) {
   Submit();
   if (done_.empty() && in_flight_ > 0) {
     // Returns after a completion or a wake; refills the queue either way.
-    Status st = Pump(true);
-    if (!st.ok()) {
-      TakeDone(out);
-      return st.Annotate("spill I/O queue (" + store_->file_description() + ")");
-    }
+    if (Status st = PumpOrHandOver(out); !st.ok()) return st;
   }
   TakeDone(out);
   return Status::Ok();
+}
+
+Status SpillBatch::PumpOrHandOver(std::vector<SpillCompletion>* out) {
+  Status st = Pump(true);
+  if (st.ok()) return st;
+  // What completed is still the caller's (slots of finished writes).
+  TakeDone(out);
+  return st.Annotate("spill I/O queue (" + store_->file_description() + ")");
 }
 
 Status SpillBatch::SetWakeFd(int fd) { return queue_->SetWakeFd(fd); }

@@ -111,6 +111,9 @@ class SpillBatch {
   // Waits for at least one completion and handles it; resubmits retries and,
   // with `refill`, starts queued requests.
   Status Pump(bool refill);
+  // Pump(true); if the queue broke, hands what completed to `out` and says
+  // which queue.
+  Status PumpOrHandOver(std::vector<SpillCompletion>* out);
 
   SpillStore* const store_;
   std::unique_ptr<IoQueue> queue_;

@@ -85,10 +85,8 @@ Status SimDevice::StartRestorer(const StartStepCheck& check) {
   // Without it a fault waits for the next completion to be seen.
   restore_wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   // As the fault threads: no asynchronous signal runs on it.
-  sigset_t all, old;
-  sigfillset(&all);
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT}) sigdelset(&all, sig);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
+  sigset_t old;
+  BlockAsyncSignals(&old);
   Status status;
   try {
     restorer_ = std::make_unique<std::thread>([this] { RestoreLoop(); });
