@@ -170,13 +170,14 @@ void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
         ahead = FillAheadLocked(*r, page + 1, &evicted);
       }
     } else if ((rec.flags.load(std::memory_order_relaxed) & kPageInFlight) &&
-               !(restorer_ && TakeBackQueuedLocked(*r, page))) {
+               !(restorer_ && fault_threads_ > 1 && TakeBackQueuedLocked(*r, page))) {
       // Another thread is reading this page back (or punching it out of the
       // memfd: PunchLeftPages). Its install wakes every thread waiting on
       // the page, this one's included (and on an error, or after a punch,
       // it wakes them to fault again), so this message needs no read of its
-      // own. (A read the pipeline has queued but not started is this
-      // thread's to do, below: with several fault threads, several reads.)
+      // own. (With several fault threads, a read the pipeline has queued
+      // but not started is this thread's to do, below: several reads at
+      // once. With one, the pipeline reads it, maybe with neighbours.)
       coalesced_faults_.fetch_add(1, std::memory_order_relaxed);
       if (restorer_) QueueRestoreLocked(*r, page, read_at, /*read_here=*/false);
       return;

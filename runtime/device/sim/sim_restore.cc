@@ -679,6 +679,20 @@ void SimDevice::RestoreLoop() {
         for (const PageRef& p : picked) {
           if (free_op() == nullptr) break;
           Op& op = ops[i];
+          // A snapshot, so that the bytes written are the bytes checksummed
+          // even while the engine writes the page (the copy is then stale,
+          // and the page's hash at eviction says so). Taken here, under the
+          // lock, while the page is surely in the memfd: read through the
+          // alias once it left, its hole would fill with a page of zeros,
+          // which a restore's UFFDIO_COPY would then find and map.
+          const size_t len = p.region->page_size;
+          if (op.snapshot.size() < len) {
+            Result<AlignedBuffer> b = AlignedBuffer::Allocate(len);
+            if (!b.ok()) break;  // no copies this pass; a later one tries again
+            op.snapshot = std::move(b).value();
+          }
+          const auto* from = static_cast<SimRegion*>(p.region->backend);
+          memcpy(op.snapshot.data(), from->views.alias + uint64_t{p.page} * len, len);
           op.kind = Op::Kind::kCopy;
           op.later = false;
           op.r = static_cast<SimRegion*>(p.region->backend);
@@ -702,22 +716,7 @@ void SimDevice::RestoreLoop() {
       Op& op = ops[i];
       const size_t len = op.region->page_size;
       if (op.kind == Op::Kind::kCopy) {
-        // A snapshot, so that the bytes written are the bytes checksummed
-        // even while the engine writes the page (the copy is then stale,
-        // and the page's hash at eviction says so).
-        if (op.snapshot.size() < len) {
-          Result<AlignedBuffer> b = AlignedBuffer::Allocate(len);
-          if (b.ok()) op.snapshot = std::move(b).value();
-        }
-        if (op.snapshot.size() < len) {
-          SpillCompletion c;
-          c.tag = i;
-          c.status = Status::Errorf("no %zu-byte buffer for a copy ahead", len);
-          done.push_back(std::move(c));
-          continue;
-        }
-        memcpy(op.snapshot.data(), op.r->views.alias + uint64_t{op.first} * len, len);
-        batch->AddWrite(op.snapshot.data(), len, i);
+        batch->AddWrite(op.snapshot.data(), len, i);  // the snapshot taken above
       } else if (!batch) {
         SpillCompletion c;
         c.tag = i;
