@@ -78,6 +78,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts p
     store_config.dir = options.disk_dir;
     store_config.budget_bytes = options.disk_budget;
     store_config.page_size = options.page_size;
+    store_config.encrypt = options.disk_encrypt;
     Env* env = nullptr;  // the default
     if (faults.value().any()) {
       // Armed once the store is open: its probes, which choose the I/O
@@ -493,6 +494,12 @@ void Runtime::WriteStatsFile(const std::string& path) {
   }
 }
 
+// How the summary says pages sit on SSD.
+static const char* SealWords(const SpillStore* store) {
+  return store && !store->encrypts() ? "pages in the clear (KVTIER_DISK_ENCRYPT=0)"
+                                     : "pages sealed with AES-256-GCM";
+}
+
 std::string Runtime::SummaryText() {
   if (std::string_view(device_->kind()) == "host") return HostSummaryText();
   const Counters& c = counters_;
@@ -526,12 +533,12 @@ std::string Runtime::SummaryText() {
   if (g(c.disk_budget_bytes)) {
     snprintf(buf, sizeof buf,
              "  disk tier         spilled %llu pages (%s), restored %llu pages (%s), zero pages "
-             "dropped %llu, errors %llu, checksum mismatches %llu\n",
+             "dropped %llu, errors %llu, checksum mismatches %llu; %s\n",
              (unsigned long long)g(c.spilled_pages), b(c.spilled_bytes).c_str(),
              (unsigned long long)g(c.restored_pages), b(c.restored_bytes).c_str(),
              (unsigned long long)g(c.zero_pages_dropped),
              (unsigned long long)(g(c.spill_errors) + g(c.restore_errors)),
-             (unsigned long long)g(c.checksum_mismatches));
+             (unsigned long long)g(c.checksum_mismatches), SealWords(store_.get()));
     out += buf;
     out += InjectedSummaryText();
   }
@@ -623,11 +630,12 @@ std::string Runtime::HostSummaryText() {
     snprintf(buf, sizeof buf,
              "  SSD               wrote %llu pages (%s%s; %llu copies ahead of an eviction), read "
              "%llu pages (%s; %llu ahead of any touch); copies kept %s; errors %llu, checksum "
-             "mismatches %llu\n",
+             "mismatches %llu; %s\n",
              pages(written), b(c.spilled_bytes).c_str(), ratio, pages(ahead),
              pages(g(c.restored_pages)), b(c.restored_bytes).c_str(),
              pages(g(c.restored_ahead_pages)), b(c.disk_copy_bytes).c_str(),
-             pages(g(c.spill_errors) + g(c.restore_errors)), pages(g(c.checksum_mismatches)));
+             pages(g(c.spill_errors) + g(c.restore_errors)), pages(g(c.checksum_mismatches)),
+             SealWords(store_.get()));
     out += buf;
     out += InjectedSummaryText();
   }

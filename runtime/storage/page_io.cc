@@ -28,7 +28,7 @@ void StopOnLostPage(const SpillStore& store, uint32_t region_id, const std::stri
 
 void PageIo::Write(const std::vector<Source>& sources, const WrittenFn& written) {
   if (sources.size() == 1) {
-    written(0, store_->Write(sources[0].bytes, sources[0].len));
+    written(0, store_->Write(sources[0].bytes, sources[0].len, sources[0].place));
     return;
   }
   MutexLock lock(&mu_);
@@ -41,7 +41,9 @@ void PageIo::Write(const std::vector<Source>& sources, const WrittenFn& written)
   };
   Status broken = EnsureBatchLocked();
   if (broken.ok()) {
-    for (size_t j = 0; j < sources.size(); ++j) batch_->AddWrite(sources[j].bytes, sources[j].len, j);
+    for (size_t j = 0; j < sources.size(); ++j) {
+      batch_->AddWrite(sources[j].bytes, sources[j].len, j, sources[j].place);
+    }
     while (broken.ok() && batch_->outstanding() > 0) {
       std::vector<SpillCompletion> done;
       broken = batch_->Wait(1, &done);
@@ -59,7 +61,7 @@ void PageIo::Write(const std::vector<Source>& sources, const WrittenFn& written)
 void PageIo::Read(const std::vector<Target>& targets, const ReadFn& read) {
   if (targets.size() == 1) {
     const Target& t = targets[0];
-    read(0, store_->Read(t.slot, t.dst, t.len, t.checksum));
+    read(0, store_->Read(t.slot, t.dst, t.len, t.checksum, nullptr, t.place));
     return;
   }
   MutexLock lock(&mu_);
@@ -68,7 +70,7 @@ void PageIo::Read(const std::vector<Target>& targets, const ReadFn& read) {
   if (broken.ok()) {
     for (size_t j = 0; j < targets.size(); ++j) {
       const Target& t = targets[j];
-      batch_->AddRead(t.slot, t.dst, t.len, t.checksum, j);
+      batch_->AddRead(t.slot, t.dst, t.len, t.checksum, j, t.place);
     }
     while (broken.ok() && batch_->outstanding() > 0) {
       std::vector<SpillCompletion> done;

@@ -37,6 +37,7 @@ class PageIo {
   struct Source {
     const uint8_t* bytes;
     size_t len;
+    PagePlace place;  // bound into the page's seal
   };
   // Called once per source, with its index, as its write completes (with
   // the writer's lock held: it may take the caller's locks, never the other
@@ -51,6 +52,7 @@ class PageIo {
     uint64_t checksum;
     uint8_t* dst;  // a private buffer of the page size: the engine must not see it
     size_t len;
+    PagePlace place;  // the one it was written with
   };
   // Called once per target as its read completes: ok once the bytes are in
   // dst and verified (the store retried a bad read once), else why not.

@@ -42,16 +42,18 @@ SpillBatch::~SpillBatch() {
   }
 }
 
-void SpillBatch::AddWrite(const void* src, size_t len, uint64_t tag) {
+void SpillBatch::AddWrite(const void* src, size_t len, uint64_t tag, PagePlace place) {
   Op op;
   op.kind = IoKind::kWrite;
   op.src = src;
   op.len = len;
   op.tag = tag;
+  op.place = place;
   queued_.push_back(op);
 }
 
-void SpillBatch::AddRead(uint32_t slot, void* dst, size_t len, uint64_t checksum, uint64_t tag) {
+void SpillBatch::AddRead(uint32_t slot, void* dst, size_t len, uint64_t checksum, uint64_t tag,
+                         PagePlace place) {
   Op op;
   op.kind = IoKind::kRead;
   op.dst = dst;
@@ -59,11 +61,12 @@ void SpillBatch::AddRead(uint32_t slot, void* dst, size_t len, uint64_t checksum
   op.tag = tag;
   op.slot = slot;
   op.checksum = checksum;
+  op.place = place;
   queued_.push_back(op);
 }
 
 void SpillBatch::AddReadRun(uint32_t slot, uint32_t pages, void* dst, const uint64_t* checksums,
-                            uint64_t tag) {
+                            uint64_t tag, PagePlace first) {
   Op op;
   op.kind = IoKind::kRead;
   op.dst = dst;
@@ -72,6 +75,7 @@ void SpillBatch::AddReadRun(uint32_t slot, uint32_t pages, void* dst, const uint
   op.slot = slot;
   op.pages = pages;
   op.checksums = checksums;
+  op.place = first;
   op.checksum = pages > 0 && checksums ? checksums[0] : 0;
   queued_.push_back(op);
 }
@@ -99,13 +103,16 @@ void SpillBatch::Submit() {
       unhashed.push_back(lane);
       continue;
     }
-    // A bounced write goes to the device as soon as it is copied, and is
-    // checksummed while the device moves it (both only read the buffer),
-    // before any completion is reaped: its completion needs the checksum.
-    // If the queue refuses it, the rest waits for the next Submit.
+    // A bounced write goes to the device as soon as it is sealed (or
+    // copied), and is checksummed while the device moves it (both only read
+    // the buffers), before any completion is reaped: its completion needs
+    // the checksum, of the page's bytes in the clear. If the queue refuses
+    // it, the rest waits for the next Submit.
     if (!SubmitRequests(&reqs)) break;
     Op& written = lanes_[lane];
-    written.checksum = PageChecksum(bounce_[lane].data(), written.len);
+    written.checksum = PageChecksum(
+        store_->encrypts() ? static_cast<const uint8_t*>(written.src) : bounce_[lane].data(),
+        written.len);
   }
   SubmitRequests(&reqs);
   // A write the queue refused has completed already and left its lane.
@@ -205,6 +212,7 @@ Status SpillBatch::Pump(bool refill) {
 }
 
 bool SpillBatch::NeedsBounce(IoKind kind, const void* p, size_t len) const {
+  if (kind == IoKind::kWrite && store_->encrypts()) return true;  // sealed into it
   if (!store_->direct_) return false;  // buffered I/O takes any buffer
   if (!IsAligned(p, kDirectAlign) || len % kDirectAlign != 0) return true;
   return store_->Bounces(kind);
@@ -281,7 +289,14 @@ void SpillBatch::Start(Op op, unsigned lane, std::vector<IoRequest>* reqs) {
   op.io_len = static_cast<uint32_t>(store_->direct_ ? AlignUp(op.len, kDirectAlign) : op.len);
   if (op.kind == IoKind::kWrite && op.bounce) {
     uint8_t* b = bounce_[lane].data();
-    memcpy(b, op.src, op.len);
+    const auto* src = static_cast<const uint8_t*>(op.src);
+    if (!store_->encrypts()) {
+      memcpy(b, src, op.len);
+    } else if (Status st = store_->SealPage(op.slot, op.place, src, b, op.len); !st.ok()) {
+      store_->ReleaseSlot(op.slot);
+      c.status = st.Annotate("spill write");
+      return Complete(lane, std::move(c));
+    }
     memset(b + op.len, 0, op.io_len - op.len);  // O_DIRECT tail of a short page
   }
   op.attempts = std::max(op.attempts, 1);  // a retry keeps its count
@@ -338,22 +353,39 @@ void SpillBatch::Finish(unsigned lane, int64_t result, std::vector<IoRequest>* r
   free_lanes_.push_back(lane);
 }
 
-bool SpillBatch::CheckRead(const Op& op, const uint8_t* data, int64_t result, ReadFailure* why,
+std::string SpillBatch::BadPage(const Op& op, uint8_t* data) {
+  // A run is verified page by page; the first page that does not match
+  // fails it.
+  const size_t page = op.pages > 1 ? store_->page_size() : op.len;
+  for (uint32_t i = 0; i < op.pages; ++i) {
+    uint8_t* bytes = data + size_t{i} * page;
+    const std::string of_slot = op.pages > 1 ? " of slot " + std::to_string(op.slot + i) : "";
+    if (store_->encrypts()) {
+      Status open = store_->OpenPage(op.slot + i, op.place.Next(i), bytes, page);
+      if (!open.ok()) return "page" + of_slot + ": " + open.message();
+      continue;
+    }
+    const uint64_t sum = PageChecksum(bytes, page);
+    const uint64_t expected = op.pages > 1 ? op.checksums[i] : op.checksum;
+    if (sum != expected) {
+      char text[112];
+      snprintf(text, sizeof text,
+               "XXH3 checksum %016llx%s does not match the %016llx recorded at spill",
+               static_cast<unsigned long long>(sum), of_slot.c_str(),
+               static_cast<unsigned long long>(expected));
+      return text;
+    }
+  }
+  return "";
+}
+
+bool SpillBatch::CheckRead(const Op& op, uint8_t* data, int64_t result, ReadFailure* why,
                            std::string* detail) {
   Counters& k = *store_->counters_;
   char text[160];
   if (result == op.io_len) {
-    // A run is verified page by page; the first page that does not match
-    // fails it.
-    const size_t page = op.pages > 1 ? store_->page_size() : op.len;
-    uint32_t bad = 0;
-    uint64_t sum = PageChecksum(data, page);
-    while (bad + 1 < op.pages && sum == op.checksums[bad]) {
-      ++bad;
-      sum = PageChecksum(data + size_t{bad} * page, page);
-    }
-    const uint64_t expected = op.pages > 1 ? op.checksums[bad] : op.checksum;
-    if (sum == expected) {
+    std::string bad = BadPage(op, data);
+    if (bad.empty()) {
       if (op.bounce) memcpy(op.dst, data, op.len);
       Counters::Add(k.restored_pages, op.pages);
       Counters::Add(k.restored_bytes, op.len);
@@ -366,11 +398,8 @@ bool SpillBatch::CheckRead(const Op& op, const uint8_t* data, int64_t result, Re
     }
     Counters::Add(k.checksum_mismatches);
     *why = ReadFailure::kCorruption;
-    snprintf(text, sizeof text,
-             "XXH3 checksum %016llx%s does not match the %016llx recorded at spill",
-             static_cast<unsigned long long>(sum),
-             op.pages > 1 ? (" of slot " + std::to_string(op.slot + bad)).c_str() : "",
-             static_cast<unsigned long long>(expected));
+    *detail = bad;
+    return false;
   } else {
     Counters::Add(k.restore_errors);
     *why = ReadFailure::kIoError;

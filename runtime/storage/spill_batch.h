@@ -1,8 +1,9 @@
 // SpillBatch: pipelined spill writes and restore reads for the mover. Queue
 // any number of requests, Submit() starts up to the queue depth of them, and
 // Wait() refills the queue as completions arrive, so the device always has
-// work while the CPU copies and checksums the pages around it. Each read is
-// verified against its checksum and retried once (see SpillStore::Read).
+// work while the CPU seals (or copies) and checksums the pages around it.
+// Each read is verified (its tag, or its checksum without encryption) and
+// retried once (see SpillStore::Read).
 //
 // Bounce buffers (one huge-page-backed page each, registered with io_uring)
 // are set up with the batch when its store bounces aligned buffers (writes,
@@ -33,19 +34,21 @@ class SpillBatch {
   SpillBatch(const SpillBatch&) = delete;
   SpillBatch& operator=(const SpillBatch&) = delete;
 
-  // Queues a spill of len (1..page_size) bytes; src must stay unchanged until
-  // the request completes.
-  void AddWrite(const void* src, size_t len, uint64_t tag);
+  // Queues a spill of len (1..page_size) bytes of the page at `place`; src
+  // must stay unchanged until the request completes.
+  void AddWrite(const void* src, size_t len, uint64_t tag, PagePlace place = {});
   // Queues a restore of `slot` into dst (see SpillStore::Read).
-  void AddRead(uint32_t slot, void* dst, size_t len, uint64_t checksum, uint64_t tag);
+  void AddRead(uint32_t slot, void* dst, size_t len, uint64_t checksum, uint64_t tag,
+               PagePlace place = {});
   // Queues one read of `pages` whole pages from slots slot..slot+pages-1
   // into dst (page aligned, pages x the page size), each verified against
-  // checksums[i] (kept by the caller until the completion); a page that does
-  // not match has the whole run read again once. One completion for the
-  // run; a run the store would bounce fails at once as kBadRequest (read its
-  // pages one by one then).
+  // checksums[i] (kept by the caller until the completion), or with
+  // encryption its tag as the page first.Next(i); a page that does not match
+  // has the whole run read again once. One completion for the run; a run the
+  // store would bounce fails at once as kBadRequest (read its pages one by
+  // one then).
   void AddReadRun(uint32_t slot, uint32_t pages, void* dst, const uint64_t* checksums,
-                  uint64_t tag);
+                  uint64_t tag, PagePlace first = {});
   // Starts queued requests, up to the queue depth in flight; does not wait.
   // (Where io_uring is refused the pread queue runs them here.)
   void Submit();
@@ -76,6 +79,7 @@ class SpillBatch {
     uint64_t checksum = 0;                // read: expected; write: computed
     uint32_t pages = 1;                   // read: whole pages of a run (AddReadRun)
     const uint64_t* checksums = nullptr;  // a run's, one per page
+    PagePlace place;                      // of the (first) page
     int attempts = 0;
     bool bounce = false;  // the I/O goes through bounce_[lane]
     uint32_t io_len = 0;  // len rounded up for O_DIRECT
@@ -91,10 +95,13 @@ class SpillBatch {
   // Handles a completion; appends a retry request instead when one is due.
   void Finish(unsigned lane, int64_t result, std::vector<IoRequest>* retries);
   void FinishWrite(unsigned lane, int64_t result);
-  // Verifies a read that moved `result` bytes to `data`: completes it and
-  // returns true if the page is good, else counts why and returns false.
-  bool CheckRead(const Op& op, const uint8_t* data, int64_t result, ReadFailure* why,
+  // Verifies (and with encryption decrypts in place) a read that moved
+  // `result` bytes to `data`: completes it and returns true if the page is
+  // good, else counts why and returns false.
+  bool CheckRead(const Op& op, uint8_t* data, int64_t result, ReadFailure* why,
                  std::string* detail);
+  // Why the pages of a run read into data are not all good ("" if they are).
+  std::string BadPage(const Op& op, uint8_t* data);
   // True (and counted) if the read may be tried once more.
   bool TakeRetry(Op& op, const std::string& detail);
   // Completes a read that failed twice; zeroes its destination.

@@ -4,6 +4,7 @@
 #include "runtime/storage/spill_store.h"
 
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,6 +39,10 @@ Result<std::unique_ptr<SpillStore>> SpillStore::Create(const SpillStoreConfig& c
     return Status::Error("disk tier: KVTIER_DISK_DIR=" + config.dir + ": " + st.message() +
                          " (set it to a writable directory on a local SSD)");
   }
+  if (config.encrypt) {
+    st = store->SetUpEncryption();
+    if (!st.ok()) return st;
+  }
   st = store->Open();
   if (!st.ok()) return st;
   Counters::Set(store->counters_->disk_budget_bytes, uint64_t{store->max_slots_} * page);
@@ -62,6 +67,37 @@ SpillStore::SpillStore(const SpillStoreConfig& config, Env* env, Counters* count
 SpillStore::~SpillStore() {
   idle_sync_.clear();
   env_->Close(fd_);
+  if (seals_ != nullptr) munmap(seals_, sizeof(SlotSeal) * max_slots_);
+}
+
+Status SpillStore::SetUpEncryption() {
+  Result<std::unique_ptr<PageCipher>> cipher = PageCipher::Create();
+  if (!cipher.ok()) {
+    return cipher.status().Annotate("disk tier (set KVTIER_DISK_ENCRYPT=0 to spill in the clear)");
+  }
+  // Reserved for every slot of the budget, committed only as slots are first
+  // used: next fit keeps them dense from slot 0.
+  void* seals = mmap(nullptr, sizeof(SlotSeal) * max_slots_, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (seals == MAP_FAILED) {
+    return Status::Errorf("disk tier: no address space for the tags of %u slots: %s", max_slots_,
+                          strerror(errno));
+  }
+  seals_ = static_cast<SlotSeal*>(seals);
+  cipher_ = std::move(cipher).value();
+  return Status::Ok();
+}
+
+Status SpillStore::SealPage(uint32_t slot, PagePlace place, const uint8_t* src, uint8_t* dst,
+                            size_t len) {
+  SlotSeal& seal = seals_[slot];
+  ++seal.generation;  // a fresh nonce, even for a rewrite of the same page
+  return cipher_->Seal({slot, seal.generation, place}, src, dst, len, seal.tag);
+}
+
+Status SpillStore::OpenPage(uint32_t slot, PagePlace place, uint8_t* data, size_t len) const {
+  const SlotSeal& seal = seals_[slot];
+  return cipher_->Open({slot, seal.generation, place}, data, len, seal.tag);
 }
 
 // Tries the fast path first and falls back one step at a time: O_TMPFILE
@@ -118,9 +154,10 @@ Status SpillStore::Open() {
       }
       file_desc_ = std::string(tmpfile ? "unlinked O_TMPFILE file" : "unlinked spill file") +
                    " in " + config_.dir + " (fd " + std::to_string(fd_) + ")";
-      Log(1, "disk tier: %s, %s, budget %u slots of %s, queue depth %u", io_mode(),
+      Log(1, "disk tier: %s, %s, budget %u slots of %s, queue depth %u, %s", io_mode(),
           file_desc_.c_str(), max_slots_, FormatBytes(config_.page_size).c_str(),
-          config_.queue_depth);
+          config_.queue_depth,
+          cipher_ ? "pages sealed with AES-256-GCM" : "pages in the clear (KVTIER_DISK_ENCRYPT=0)");
       for (const std::string& why : refused) Log(1, "disk tier: fell back because %s", why.c_str());
       return Status::Ok();
     }
@@ -188,11 +225,11 @@ Result<std::unique_ptr<SpillBatch>> SpillStore::NewBatch(unsigned depth) {
   return batch;
 }
 
-Result<SpillSlot> SpillStore::Write(const void* src, size_t len) {
+Result<SpillSlot> SpillStore::Write(const void* src, size_t len, PagePlace place) {
   Status error;
   std::unique_ptr<SpillBatch> b = AcquireSyncBatch(&error);
   if (!b) return error;
-  b->AddWrite(src, len, 0);
+  b->AddWrite(src, len, 0, place);
   std::vector<SpillCompletion> done;
   Status st = b->WaitAll(&done);
   if (!st.ok()) return st;  // the broken batch is dropped, not pooled
@@ -202,12 +239,12 @@ Result<SpillSlot> SpillStore::Write(const void* src, size_t len) {
 }
 
 Status SpillStore::Read(uint32_t slot, void* dst, size_t len, uint64_t expected_checksum,
-                        ReadFailure* failure) {
+                        ReadFailure* failure, PagePlace place) {
   if (failure) *failure = ReadFailure::kIoError;
   Status error;
   std::unique_ptr<SpillBatch> b = AcquireSyncBatch(&error);
   if (!b) return error;
-  b->AddRead(slot, dst, len, expected_checksum, 0);
+  b->AddRead(slot, dst, len, expected_checksum, 0, place);
   std::vector<SpillCompletion> done;
   Status st = b->WaitAll(&done);
   if (!st.ok()) return st;
@@ -216,7 +253,8 @@ Status SpillStore::Read(uint32_t slot, void* dst, size_t len, uint64_t expected_
   return done[0].status;
 }
 
-Status SpillStore::ReadInForkChild(uint32_t slot, void* dst, uint64_t expected_checksum) const {
+Status SpillStore::ReadInForkChild(uint32_t slot, void* dst, uint64_t expected_checksum,
+                                   PagePlace place) const {
   const size_t len = config_.page_size;
   size_t done = 0;
   while (done < len) {
@@ -228,6 +266,10 @@ Status SpillStore::ReadInForkChild(uint32_t slot, void* dst, uint64_t expected_c
                             n < 0 ? strerror(errno) : "short read");
     }
     done += static_cast<size_t>(n);
+  }
+  if (cipher_) {
+    return OpenPage(slot, place, static_cast<uint8_t*>(dst), len)
+        .Annotate("slot " + std::to_string(slot) + " of the spill file");
   }
   if (PageChecksum(dst, len) != expected_checksum) {
     return Status::Errorf("slot %u of the spill file does not match its checksum", slot);
@@ -375,6 +417,8 @@ void SpillStore::Reuse(uint32_t slot) {
 }
 
 bool SpillStore::Bounces(IoKind kind) const {
+  // A page is encrypted on its way into the bounce buffer, never in place.
+  if (kind == IoKind::kWrite && cipher_) return true;
   if (!direct_ || config_.page_size > kMaxBouncedPage) return false;
   return !(kind == IoKind::kWrite ? config_.zero_copy_writes : config_.zero_copy_reads);
 }

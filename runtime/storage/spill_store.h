@@ -1,7 +1,11 @@
 // SpillStore: the disk tier. Pages are written to one anonymous file in
 // KVTIER_DISK_DIR (O_TMPFILE, or unlinked at once: a crash leaves nothing),
-// one page-sized slot each, with an XXH3-64 checksum that every restore
-// verifies. I/O is io_uring with O_DIRECT where the kernel and file system
+// one page-sized slot each. Pages are sealed with AES-256-GCM on their way
+// out (PageCipher, KVTIER_DISK_ENCRYPT, on by default) and every restore
+// checks the tag; with encryption off they go in the clear and every
+// restore verifies their XXH3-64 checksum instead. Either way each write
+// reports the XXH3-64 of the page's bytes, which the owner keeps to tell
+// whether a page back in memory is still its copy on disk. I/O is io_uring with O_DIRECT where the kernel and file system
 // allow it, else buffered and/or pread/pwrite (io_mode() says which).
 //
 // Slots are handed out next-fit: the first free slot at or after a cursor
@@ -37,6 +41,7 @@
 #include "runtime/mutex.h"
 #include "runtime/status.h"
 #include "runtime/storage/env.h"
+#include "runtime/storage/page_cipher.h"
 
 namespace kvtier {
 
@@ -72,10 +77,14 @@ struct SpillStoreConfig {
   uint64_t grow_bytes = uint64_t{64} << 20;
   uint64_t backoff_min_ns = 100'000'000;     // first wait after a write error
   uint64_t backoff_max_ns = 30'000'000'000;  // cap of the doubling wait
+  // KVTIER_DISK_ENCRYPT: seal every page with AES-256-GCM (writes then
+  // always go through the bounce buffers, where they are encrypted).
+  bool encrypt = true;
 };
 
 // Where a page went: its slot, and the XXH3-64 of its bytes (store both in
-// the PageRecord: disk_slot and checksum).
+// the PageRecord: disk_slot and checksum). Pass the checksum back to Read:
+// without encryption it is what the bytes read must hash to.
 struct SpillSlot {
   uint32_t index = 0;
   uint64_t checksum = 0;
@@ -86,7 +95,7 @@ struct SpillSlot {
 enum class ReadFailure : uint8_t {
   kNone,
   kIoError,     // the read failed twice (EIO, short read)
-  kCorruption,  // the bytes read twice did not match the checksum
+  kCorruption,  // the bytes read twice failed their tag (or checksum)
   kBadRequest,  // slot not in use, or len out of range: a caller bug
 };
 
@@ -115,15 +124,17 @@ class SpillStore {
   // device directly; others are copied through a bounce buffer. Fails
   // without I/O when the budget is full or the store backs off; on a write
   // error the slot is released. In every failure the caller's copy is the
-  // only one and must be kept.
-  Result<SpillSlot> Write(const void* src, size_t len);
-  // Reads slot into dst and verifies the checksum, retrying once (an aligned
-  // dst, as for Write, is read into directly). On failure dst is zeroed,
-  // never left with bad bytes; *failure (optional) says why.
+  // only one and must be kept. `place` is the page's (bound into its seal;
+  // pages of no region, in tests and benchmarks, leave it {}).
+  Result<SpillSlot> Write(const void* src, size_t len, PagePlace place = {});
+  // Reads slot into dst and verifies it (the tag, or without encryption the
+  // checksum), retrying once (an aligned dst, as for Write, is read into
+  // directly). On failure dst is zeroed, never left with bad bytes;
+  // *failure (optional) says why. `place` must be the one written with.
   // dst should not be memory the engine can see: read into a private buffer
   // and publish it (UFFDIO_COPY) only on success.
   Status Read(uint32_t slot, void* dst, size_t len, uint64_t expected_checksum,
-              ReadFailure* failure = nullptr);
+              ReadFailure* failure = nullptr, PagePlace place = {});
   // Returns the slot to the free list. The next Write may reuse it.
   void Free(uint32_t slot);
   // The page read back from `slot` stays unchanged in memory for now: the
@@ -135,10 +146,12 @@ class SpillStore {
 
   // In a fork child only, before CloseInForkChild: reads a whole page of
   // `slot` into page-aligned dst with pread (the parent's io_uring queues
-  // and locks are not the child's to use) and verifies the checksum. Takes
-  // no lock and allocates nothing; the caller keeps the parent from reusing
-  // the slot meanwhile.
-  Status ReadInForkChild(uint32_t slot, void* dst, uint64_t expected_checksum) const;
+  // and locks are not the child's to use) and verifies it as Read does.
+  // Takes no lock and allocates nothing but OpenSSL's context (malloc is
+  // usable in a fork child); the caller keeps the parent from reusing the
+  // slot meanwhile.
+  Status ReadInForkChild(uint32_t slot, void* dst, uint64_t expected_checksum,
+                         PagePlace place) const;
   // In a fork child: closes the child's descriptor of the spill file, so a
   // long-lived child holds none of the parent's disk space.
   void CloseInForkChild();
@@ -161,8 +174,13 @@ class SpillStore {
   // Slots holding a page's only copy or a spare one; spare ones alone.
   uint32_t used_slots() const;
   uint32_t copy_slots() const;
+  // Whether pages are sealed with AES-256-GCM (KVTIER_DISK_ENCRYPT).
+  bool encrypts() const { return cipher_ != nullptr; }
+  const PageCipher* cipher() const { return cipher_.get(); }
   // Names the spill file in messages ("unlinked O_TMPFILE in /var/tmp/kvtier, fd 7").
   const std::string& file_description() const { return file_desc_; }
+  // The spill file's descriptor, for tests that look at its raw blocks.
+  int file_fd_for_testing() const { return fd_; }
   Env* env() const { return env_; }
 
  private:
@@ -171,6 +189,7 @@ class SpillStore {
   Status Open();
   Status Probe(IoQueue* queue);
   Result<std::unique_ptr<IoQueue>> NewQueue(unsigned depth);
+  Status SetUpEncryption();
 
   // Slot life cycle, used by SpillBatch.
   Result<uint32_t> AcquireSlot();
@@ -182,6 +201,19 @@ class SpillStore {
   void OnWriteFailed(const std::string& why);
   void EnterDegradedLocked(uint64_t now_ns, const std::string& why) REQUIRES(mu_);
   uint64_t SlotOffset(uint32_t slot) const { return uint64_t{slot} * config_.page_size; }
+
+  // With encryption, per slot: its write generation and the tag of its page.
+  // A slot's entry is the writer's from AcquireSlot until the write's
+  // completion is booked, then read-only until the slot is written again;
+  // the owners' locks order those steps.
+  struct SlotSeal {
+    uint64_t generation = 0;
+    uint8_t tag[kSealTagBytes] = {};
+  };
+  // Seals len bytes of src into dst as the next generation of `slot`.
+  Status SealPage(uint32_t slot, PagePlace place, const uint8_t* src, uint8_t* dst, size_t len);
+  // Opens len bytes of `slot` in place (data), read back for `place`.
+  Status OpenPage(uint32_t slot, PagePlace place, uint8_t* data, size_t len) const;
 
   std::unique_ptr<SpillBatch> AcquireSyncBatch(Status* error);
   void ReleaseSyncBatch(std::unique_ptr<SpillBatch> batch);
@@ -196,6 +228,8 @@ class SpillStore {
   int io_mode_code_ = 0;  // index into the io_mode() names
   std::string file_desc_;
   uint32_t max_slots_ = 0;
+  std::unique_ptr<PageCipher> cipher_;  // null without encryption
+  SlotSeal* seals_ = nullptr;           // max_slots_ of them, reserved, not committed
 
   mutable Mutex mu_;
   std::vector<bool> in_use_ GUARDED_BY(mu_);

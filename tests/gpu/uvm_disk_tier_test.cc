@@ -164,6 +164,24 @@ TEST_F(UvmDiskTierTest, AnIdleProcessIsSealedAndALaunchWaitsUntilEveryByteIsBack
   EXPECT_EQ(Count(counters_.gate_stalls), 1u);
 }
 
+// Encryption is on by default: the spill file's blocks hold none of the
+// engine's bytes, and every byte comes back.
+TEST_F(UvmDiskTierTest, SpilledPagesLeaveNoTraceOfTheirBytesOnDisk) {
+  Start();
+  ASSERT_TRUE(store_->encrypts());
+  RegionPtr r = MakeRegion();
+  dev_->CheckIdle();
+  ASSERT_TRUE(dev_->sealed());
+  for (const Status& s : SpillAll(*r)) EXPECT_TRUE(s.ok()) << s.message();
+  for (uint32_t p = 0; p < kPages; ++p) {
+    ASSERT_EQ(TierOf(*r, p), Tier::kDisk);
+    const std::vector<uint8_t>& bytes = Bytes(Seed(r->id, p));
+    EXPECT_FALSE(storage_test::SpillFileHolds(*store_, bytes.data() + 4096, 64)) << "page " << p;
+  }
+  EXPECT_TRUE(Launch(*r, {0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(Count(counters_.checksum_mismatches), 0u);
+}
+
 TEST_F(UvmDiskTierTest, NoSealWhileASubmissionIsInFlight) {
   Start();
   RegionPtr r = MakeRegion();

@@ -73,6 +73,38 @@ TEST_F(SimDiskTest, SpilledPagesLeaveMemoryAndComeBackOnATouchFromAnotherThread)
   EXPECT_EQ(Get(counters_.checksum_mismatches), 0u);
 }
 
+// Encryption is on by default: the spill file's blocks hold none of the
+// pages' bytes, on the simulated GPU and on the host backend alike, and
+// every byte comes back.
+TEST_F(SimDiskTest, SpilledPagesLeaveNoTraceOfTheirBytesOnDisk) {
+  for (const char* kind : {"sim", "host"}) {
+    SCOPED_TRACE(kind);
+    SpillStore* store = MakeStore(16);
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->encrypts());
+    SimDeviceConfig config;
+    config.kind = kind;
+    auto dev = MakeDevice(8 * kPage, 1, false, store, config);
+    ASSERT_TRUE(dev);
+    RegionPtr region = HostRegion(*dev, 3, 4);
+    ASSERT_TRUE(region);
+    Region& r = *region;
+    for (uint32_t p = 0; p < 4; ++p) ASSERT_TRUE(dev->Spill(r, p).ok());
+    std::vector<uint8_t> bytes(kPage);
+    for (uint32_t p = 0; p < 4; ++p) {
+      ASSERT_EQ(TierOf(r, p), Tier::kDisk);
+      WritePattern(bytes.data(), kPage, Seed(p, 1));
+      EXPECT_FALSE(storage_test::SpillFileHolds(*store, bytes.data() + 4096, 64)) << "page " << p;
+    }
+    for (uint32_t p = 0; p < 4; ++p) {
+      EXPECT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << "page " << p;
+    }
+    EXPECT_EQ(Get(counters_.checksum_mismatches), 0u);
+    region.reset();
+    dev.reset();  // before the next MakeStore replaces its store
+  }
+}
+
 TEST_F(SimDiskTest, SpillMovesOnlyHostPages) {
   SpillStore* store = MakeStore(8);
   ASSERT_TRUE(store);

@@ -83,10 +83,14 @@ TEST(SpillStoreTest, RoundTripManyPagesWithChecksums) {
   EXPECT_EQ(store->used_slots(), 200u);
 }
 
+// Without encryption the checksum is what a read verifies (with it, the tag:
+// page_cipher_test.cc).
 TEST(SpillStoreTest, ChecksumIsOfTheBytesWritten) {
   TempDir tmp;
   ASSERT_TRUE(tmp.ok());
-  auto store = MakeStore(SmallConfig(tmp.path(), 4), nullptr);
+  SpillStoreConfig clear = SmallConfig(tmp.path(), 4);
+  clear.encrypt = false;
+  auto store = MakeStore(clear, nullptr);
   ASSERT_NE(store, nullptr);
   std::vector<uint8_t> a = Pattern(kTestPage, 1);
   Result<SpillSlot> s = store->Write(a.data(), a.size());
@@ -253,17 +257,22 @@ TEST(SpillStoreTest, SpareCopiesAreAccountedApartFromOnlyCopies) {
   EXPECT_EQ(back, p);
 }
 
-TEST(SpillStoreTest, ARunOfSlotsIsOneReadVerifiedPageByPage) {
+class SpillStoreRunTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SpillStoreRunTest, ARunOfSlotsIsOneReadVerifiedPageByPage) {
   TempDir tmp;
   ASSERT_TRUE(tmp.ok());
   Counters c;
   FaultEnv env(Env::Default());
-  auto store = MakeStore(SmallConfig(tmp.path(), 8), &c, &env);
+  SpillStoreConfig cfg = SmallConfig(tmp.path(), 8);
+  cfg.encrypt = GetParam();
+  auto store = MakeStore(cfg, &c, &env);
   ASSERT_NE(store, nullptr);
   std::vector<uint64_t> sums;
   for (int i = 0; i < 3; ++i) {
     std::vector<uint8_t> p = Pattern(kTestPage, 10 + i);
-    Result<SpillSlot> s = store->Write(p.data(), p.size());
+    // Pages 0..2 of no region: a run reads slot k as page k.
+    Result<SpillSlot> s = store->Write(p.data(), p.size(), {0, static_cast<uint32_t>(i)});
     ASSERT_TRUE(s.ok());
     ASSERT_EQ(s.value().index, static_cast<uint32_t>(i));
     sums.push_back(s.value().checksum);
@@ -288,12 +297,15 @@ TEST(SpillStoreTest, ARunOfSlotsIsOneReadVerifiedPageByPage) {
   }
   EXPECT_EQ(Counters::Get(c.restored_pages), 3u);
 
-  // The middle page does not match its checksum: the run is read again,
-  // then fails naming that slot, and the destination is zeroed.
-  std::vector<uint64_t> wrong = sums;
-  wrong[1] ^= 1;
+  // The middle page changed on disk: it fails its tag (or checksum), the
+  // run is read again, then fails naming that slot, and the destination is
+  // zeroed.
+  std::vector<uint8_t> byte = storage_test::PeekSpillFile(*store, kTestPage + 100, 1);
+  ASSERT_EQ(byte.size(), 1u);
+  byte[0] ^= 0x10;
+  ASSERT_TRUE(storage_test::PokeSpillFile(*store, kTestPage + 100, byte.data(), 1));
   done.clear();
-  batch.value()->AddReadRun(0, 3, dst, wrong.data(), 43);
+  batch.value()->AddReadRun(0, 3, dst, sums.data(), 43);
   ASSERT_TRUE(batch.value()->WaitAll(&done).ok());
   ASSERT_EQ(done.size(), 1u);
   EXPECT_FALSE(done[0].status.ok());
@@ -313,6 +325,11 @@ TEST(SpillStoreTest, ARunOfSlotsIsOneReadVerifiedPageByPage) {
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(done[0].failure, ReadFailure::kBadRequest) << done[0].status.message();
 }
+
+INSTANTIATE_TEST_SUITE_P(SealedAndClear, SpillStoreRunTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Sealed" : "Clear";
+                         });
 
 TEST(SpillStoreTest, BudgetFullFailsCleanly) {
   TempDir tmp;

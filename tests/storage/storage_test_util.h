@@ -4,7 +4,9 @@
 #pragma once
 
 #include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -58,6 +60,43 @@ inline std::vector<uint8_t> Pattern(size_t n, uint64_t seed) {
     v[i] = static_cast<uint8_t>(x);
   }
   return v;
+}
+
+// Whether the spill file's blocks hold `needle` anywhere (it reads the file
+// through a descriptor of its own: the store's may be O_DIRECT).
+inline bool SpillFileHolds(const SpillStore& store, const uint8_t* needle, size_t len) {
+  const std::string path = "/proc/self/fd/" + std::to_string(store.file_fd_for_testing());
+  FILE* f = fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  std::string bytes;
+  char buf[1 << 16];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) bytes.append(buf, n);
+  fclose(f);
+  return bytes.find(std::string(reinterpret_cast<const char*>(needle), len)) != std::string::npos;
+}
+
+// Overwrites `len` bytes of the spill file at `offset` behind the store's
+// back, as an attacker with the disk would.
+inline bool PokeSpillFile(const SpillStore& store, uint64_t offset, const void* bytes,
+                          size_t len) {
+  const std::string path = "/proc/self/fd/" + std::to_string(store.file_fd_for_testing());
+  FILE* f = fopen(path.c_str(), "r+b");
+  if (f == nullptr) return false;
+  const bool ok = fseek(f, static_cast<long>(offset), SEEK_SET) == 0 &&
+                  fwrite(bytes, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
+  return fclose(f) == 0 && ok;
+}
+
+// Reads `len` bytes of the spill file at `offset`.
+inline std::vector<uint8_t> PeekSpillFile(const SpillStore& store, uint64_t offset, size_t len) {
+  const std::string path = "/proc/self/fd/" + std::to_string(store.file_fd_for_testing());
+  std::vector<uint8_t> out(len);
+  FILE* f = fopen(path.c_str(), "rb");
+  if (f == nullptr) return {};
+  const bool ok = fseek(f, static_cast<long>(offset), SEEK_SET) == 0 &&
+                  fread(out.data(), 1, len, f) == len;
+  fclose(f);
+  return ok ? out : std::vector<uint8_t>();
 }
 
 inline SpillStoreConfig SmallConfig(const std::string& dir, uint32_t pages,

@@ -57,9 +57,9 @@ Result<std::unique_ptr<Target>> OpenRawTarget(const Args& a, Env* env, const uin
 // The spill store's real path: a SpillBatch at the same depth spills every
 // page of src and restores into dst (checked byte for byte, untimed); a
 // single-page restore is SpillStore::Read into a private page buffer, as the
-// fault path does it. `swapped` flips the store's copy modes (writes straight
-// from the source, reads through the bounce buffers) to show what each costs.
-Result<std::unique_ptr<Target>> OpenStoreTarget(const Args& a, Env* env, bool swapped,
+// fault path does it. The store seals every page (AES-256-GCM, the
+// default); `clear` turns that off (KVTIER_DISK_ENCRYPT=0) to show its cost.
+Result<std::unique_ptr<Target>> OpenStoreTarget(const Args& a, Env* env, bool clear,
                                                 const uint8_t* src, uint8_t* dst);
 
 // The store over FaultEnv with every fault kind at once; prints what was

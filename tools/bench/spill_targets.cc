@@ -103,7 +103,7 @@ class RawTarget final : public Target {
 
 class StoreTarget final : public Target {
  public:
-  static Result<std::unique_ptr<StoreTarget>> Open(const Args& a, Env* env, bool swapped,
+  static Result<std::unique_ptr<StoreTarget>> Open(const Args& a, Env* env, bool clear,
                                                    const uint8_t* src, uint8_t* dst) {
     std::unique_ptr<StoreTarget> t(new StoreTarget(a, src, dst));
     SpillStoreConfig cfg;
@@ -111,10 +111,7 @@ class StoreTarget final : public Target {
     cfg.budget_bytes = a.size;
     cfg.page_size = a.page;
     cfg.queue_depth = a.qd;
-    if (swapped) {
-      cfg.zero_copy_writes = !cfg.zero_copy_writes;
-      cfg.zero_copy_reads = !cfg.zero_copy_reads;
-    }
+    cfg.encrypt = !clear;
     Result<std::unique_ptr<SpillStore>> s = SpillStore::Create(cfg, env, nullptr);
     if (!s.ok()) return s.status();
     t->store_ = std::move(s).value();
@@ -195,9 +192,9 @@ Result<std::unique_ptr<Target>> OpenRawTarget(const Args& a, Env* env, const uin
   return std::unique_ptr<Target>(std::move(t).value());
 }
 
-Result<std::unique_ptr<Target>> OpenStoreTarget(const Args& a, Env* env, bool swapped,
+Result<std::unique_ptr<Target>> OpenStoreTarget(const Args& a, Env* env, bool clear,
                                                 const uint8_t* src, uint8_t* dst) {
-  Result<std::unique_ptr<StoreTarget>> t = StoreTarget::Open(a, env, swapped, src, dst);
+  Result<std::unique_ptr<StoreTarget>> t = StoreTarget::Open(a, env, clear, src, dst);
   if (!t.ok()) return t.status();
   return std::unique_ptr<Target>(std::move(t).value());
 }

@@ -198,7 +198,7 @@ void UvmDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
     const auto* bytes = reinterpret_cast<const uint8_t*>(region.PageAddr(jobs[j].page));
     jobs[j].zero = IsAllZero(bytes, region.page_size);
     if (!jobs[j].zero) {
-      sources.push_back({bytes, region.page_size});
+      sources.push_back({bytes, region.page_size, {region.id, jobs[j].page}});
       source_job.push_back(j);
     }
   }
@@ -316,7 +316,8 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
         StopOnLostPage(*store_, region.id, region.tag, jobs[j].page,
                        Status::Error("no memory for a buffer to read it into"));
       }
-      targets.push_back({jobs[j].slot, jobs[j].checksum, jobs[j].buffer.data(), region.page_size});
+      targets.push_back({jobs[j].slot, jobs[j].checksum, jobs[j].buffer.data(), region.page_size,
+                         {region.id, jobs[j].page}});
       target_job.push_back(j);
     }
     // The CPU's write of every byte undoes the discard; the page is on the

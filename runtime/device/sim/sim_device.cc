@@ -148,7 +148,8 @@ void SimDevice::CopyBlocksInForkChild() NO_THREAD_SAFETY_ANALYSIS {
       if (r->degraded || tier == Tier::kDevice || tier == Tier::kHost) {
         memcpy(dst + off, r->views.alias + off, page_size);
       } else if (tier == Tier::kDisk) {
-        Status read = store_->ReadInForkChild(rec.disk_slot, dst + off, rec.checksum);
+        Status read =
+            store_->ReadInForkChild(rec.disk_slot, dst + off, rec.checksum, {r->region->id, p});
         if (!read.ok()) {
           // Never hand on bytes that may be wrong: the child stops.
           Log(0, "fork child: page %u of a tiered block at %p: %s; stopping the child", p,

@@ -56,7 +56,7 @@ void SimDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
   std::vector<PageIo::Source> sources;
   for (const Leaving& j : jobs) {
     const size_t len = j.r->region->page_size;
-    sources.push_back({j.r->views.alias + uint64_t{j.page} * len, len});
+    sources.push_back({j.r->views.alias + uint64_t{j.page} * len, len, {j.r->region->id, j.page}});
   }
   // Each page is punched and booked as soon as its write completes, under
   // the lock for that page alone, while the others are still in flight.
@@ -315,7 +315,7 @@ void SimDevice::ReadOrDie(const SimRegion& r, uint32_t page, uint32_t slot, uint
                           uint8_t* dst) {
   const Region& region = *r.region;
   ReadFailure failure = ReadFailure::kNone;
-  Status s = store_->Read(slot, dst, region.page_size, checksum, &failure);
+  Status s = store_->Read(slot, dst, region.page_size, checksum, &failure, {region.id, page});
   if (!s.ok()) StopOnLostPage(*store_, region.id, region.tag, page, s);
 }
 

@@ -530,6 +530,19 @@ void SimDevice::RestoreLoop() {
     uint8_t* chunk = nullptr;  // a read's bytes, verified
     AlignedBuffer snapshot;    // a copy's bytes as written
   };
+  // A read the pipeline cannot take (no batch, or its queue broke), one
+  // page at a time through the store's synchronous lanes.
+  auto read_page_by_page = [this](const Op& op, size_t tag) {
+    SpillCompletion c;
+    c.tag = tag;
+    c.kind = IoKind::kRead;
+    const size_t len = op.region->page_size;
+    for (uint32_t k = 0; k < op.count && c.status.ok(); ++k) {
+      c.status = store_->Read(op.slot + k, op.chunk + uint64_t{k} * len, len, op.checksums[k],
+                              &c.failure, {op.region->id, op.first + k});
+    }
+    return c;
+  };
   std::vector<Op> ops(batch ? batch->depth() : 1);
   // Reads land in chunks of `run_pages` pages of one slab, max_pages in
   // all, made at the first read (huge pages where the kernel gives them).
@@ -716,20 +729,15 @@ void SimDevice::RestoreLoop() {
       Op& op = ops[i];
       const size_t len = op.region->page_size;
       if (op.kind == Op::Kind::kCopy) {
-        batch->AddWrite(op.snapshot.data(), len, i);  // the snapshot taken above
+        // The snapshot taken above.
+        batch->AddWrite(op.snapshot.data(), len, i, {op.region->id, op.first});
       } else if (!batch) {
-        SpillCompletion c;
-        c.tag = i;
-        c.kind = IoKind::kRead;
-        for (uint32_t k = 0; k < op.count && c.status.ok(); ++k) {
-          c.status = store_->Read(op.slot + k, op.chunk + uint64_t{k} * len, len, op.checksums[k],
-                                  &c.failure);
-        }
-        done.push_back(std::move(c));
+        done.push_back(read_page_by_page(op, i));
       } else if (op.count == 1) {
-        batch->AddRead(op.slot, op.chunk, len, op.checksums[0], i);
+        batch->AddRead(op.slot, op.chunk, len, op.checksums[0], i, {op.region->id, op.first});
       } else {
-        batch->AddReadRun(op.slot, op.count, op.chunk, op.checksums.data(), i);
+        batch->AddReadRun(op.slot, op.count, op.chunk, op.checksums.data(), i,
+                          {op.region->id, op.first});
       }
     }
     // On their way before the installs below.
@@ -769,19 +777,15 @@ void SimDevice::RestoreLoop() {
         for (size_t i = 0; i < ops.size(); ++i) {
           Op& op = ops[i];
           if (op.kind == Op::Kind::kFree || reported[i]) continue;
-          SpillCompletion c;
-          c.tag = i;
-          c.kind = op.kind == Op::Kind::kCopy ? IoKind::kWrite : IoKind::kRead;
           if (op.kind == Op::Kind::kCopy) {
+            SpillCompletion c;
+            c.tag = i;
+            c.kind = IoKind::kWrite;
             c.status = broken;
+            done.push_back(std::move(c));
           } else {
-            const size_t len = op.region->page_size;
-            for (uint32_t k = 0; k < op.count && c.status.ok(); ++k) {
-              c.status = store_->Read(op.slot + k, op.chunk + uint64_t{k} * len, len,
-                                      op.checksums[k], &c.failure);
-            }
+            done.push_back(read_page_by_page(op, i));
           }
-          done.push_back(std::move(c));
         }
         batch.reset();
         Result<std::unique_ptr<SpillBatch>> again = store_->NewBatch(static_cast<unsigned>(depth));

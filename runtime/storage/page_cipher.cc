@@ -1,0 +1,143 @@
+// PageCipher over OpenSSL EVP AES-256-GCM. Thread-safety: see the header.
+#include "runtime/storage/page_cipher.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+
+#include "runtime/log.h"
+
+namespace kvtier {
+namespace {
+
+constexpr size_t kKeyBytes = 32;
+constexpr size_t kNonceBytes = 12;
+constexpr size_t kAadBytes = 16;
+
+void PutLe(uint8_t* out, uint64_t v, size_t bytes) {
+  for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+// The nonce: slot (4 bytes) and generation (8), little-endian. A slot's
+// generation grows with every write to it, so no two writes share one.
+void NonceFor(const SealId& id, uint8_t out[kNonceBytes]) {
+  PutLe(out, id.slot, 4);
+  PutLe(out + 4, id.generation, 8);
+}
+
+// The additional data: region, page (4 bytes each) and generation (8).
+void AadFor(const SealId& id, uint8_t out[kAadBytes]) {
+  PutLe(out, id.place.region, 4);
+  PutLe(out + 4, id.place.page, 4);
+  PutLe(out + 8, id.generation, 8);
+}
+
+std::string OpenSslError(const char* what) {
+  char text[256];
+  ERR_error_string_n(ERR_get_error(), text, sizeof text);
+  ERR_clear_error();
+  return std::string(what) + ": " + text;
+}
+
+// An EVP context that OpenSSL frees, and wipes, when it goes out of scope.
+struct Context {
+  Context() : ctx(EVP_CIPHER_CTX_new()) {}
+  ~Context() { EVP_CIPHER_CTX_free(ctx); }
+  EVP_CIPHER_CTX* ctx;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<PageCipher>> PageCipher::Create() {
+  std::unique_ptr<PageCipher> c(new PageCipher());
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* mem = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    return Status::Errorf("disk encryption: no page for the key: %s", strerror(errno));
+  }
+  c->key_ = static_cast<uint8_t*>(mem);
+  // Out of core dumps before the key is in it; a fork child keeps it (it
+  // reads its parent's spilled pages).
+  if (madvise(mem, page, MADV_DONTDUMP) != 0) {
+    return Status::Errorf("disk encryption: cannot keep the key out of core dumps: %s",
+                          strerror(errno));
+  }
+  c->locked_ = mlock(mem, page) == 0;
+  if (!c->locked_) {
+    static std::atomic<bool> warned{false};
+    WarnOnce(&warned,
+             "disk encryption: mlock of the key's page failed (%s): it may be swapped out "
+             "(raise RLIMIT_MEMLOCK to lock it)",
+             strerror(errno));
+  }
+  size_t got = 0;
+  while (got < kKeyBytes) {
+    const ssize_t n = getrandom(c->key_ + got, kKeyBytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::Errorf("disk encryption: getrandom failed: %s", strerror(errno));
+    got += static_cast<size_t>(n);
+  }
+  c->aes_gcm_ = EVP_CIPHER_fetch(nullptr, "AES-256-GCM", nullptr);
+  if (c->aes_gcm_ == nullptr) {
+    return Status::Error(OpenSslError("disk encryption: OpenSSL has no AES-256-GCM"));
+  }
+  return c;
+}
+
+PageCipher::~PageCipher() {
+  EVP_CIPHER_free(aes_gcm_);
+  if (key_ != nullptr) {
+    OPENSSL_cleanse(key_, kKeyBytes);
+    munmap(key_, static_cast<size_t>(sysconf(_SC_PAGESIZE)));
+  }
+}
+
+Status PageCipher::Seal(const SealId& id, const uint8_t* src, uint8_t* dst, size_t len,
+                        uint8_t tag[kSealTagBytes]) const {
+  uint8_t nonce[kNonceBytes], aad[kAadBytes];
+  NonceFor(id, nonce);
+  AadFor(id, aad);
+  Context c;
+  int out = 0, tail = 0;
+  if (c.ctx == nullptr || EVP_EncryptInit_ex2(c.ctx, aes_gcm_, key_, nonce, nullptr) != 1 ||
+      EVP_EncryptUpdate(c.ctx, nullptr, &out, aad, sizeof aad) != 1 ||
+      EVP_EncryptUpdate(c.ctx, dst, &out, src, static_cast<int>(len)) != 1 ||
+      EVP_EncryptFinal_ex(c.ctx, dst + out, &tail) != 1 ||
+      EVP_CIPHER_CTX_ctrl(c.ctx, EVP_CTRL_GCM_GET_TAG, kSealTagBytes, tag) != 1) {
+    return Status::Error(OpenSslError("disk encryption: sealing a page failed"));
+  }
+  return Status::Ok();
+}
+
+Status PageCipher::Open(const SealId& id, uint8_t* data, size_t len,
+                        const uint8_t tag[kSealTagBytes]) const {
+  uint8_t nonce[kNonceBytes], aad[kAadBytes], expected[kSealTagBytes];
+  NonceFor(id, nonce);
+  AadFor(id, aad);
+  memcpy(expected, tag, kSealTagBytes);
+  Context c;
+  int out = 0, tail = 0;
+  if (c.ctx == nullptr || EVP_DecryptInit_ex2(c.ctx, aes_gcm_, key_, nonce, nullptr) != 1 ||
+      EVP_DecryptUpdate(c.ctx, nullptr, &out, aad, sizeof aad) != 1 ||
+      EVP_DecryptUpdate(c.ctx, data, &out, data, static_cast<int>(len)) != 1 ||
+      EVP_CIPHER_CTX_ctrl(c.ctx, EVP_CTRL_GCM_SET_TAG, kSealTagBytes, expected) != 1) {
+    return Status::Error(OpenSslError("disk encryption: opening a page failed"));
+  }
+  if (EVP_DecryptFinal_ex(c.ctx, data + out, &tail) != 1) {
+    ERR_clear_error();
+    return Status::Error(
+        "its AES-256-GCM tag does not match (the bytes on disk were changed, moved from another "
+        "slot or replayed from an older write)");
+  }
+  return Status::Ok();
+}
+
+void PageCipher::CopyKeyForTest(uint8_t out[32]) const { memcpy(out, key_, kKeyBytes); }
+
+}  // namespace kvtier

@@ -1,0 +1,81 @@
+// PageCipher: AES-256-GCM for pages on their way to and from the spill file,
+// through OpenSSL's EVP interface, so a stolen disk, the raw device or the
+// blocks a crash leaves behind hold no KV in the clear, and a page changed,
+// moved or replayed on disk fails its tag on the way back.
+//
+// One random key per cipher (one spill store, so one per process), from
+// getrandom, in a page of its own that is locked (never swapped), left out
+// of core dumps (MADV_DONTDUMP) and wiped when the cipher is destroyed. It
+// is never logged, exported or written. OpenSSL expands it into a context
+// on its heap for each page only: the context is freed, and OpenSSL wipes
+// it, before Seal or Open returns.
+//
+// Each page is sealed under a nonce that is never reused under the key (the
+// slot and that slot's write generation), with the page's place (region,
+// page) and the generation bound in as additional data. The 16-byte tag is
+// kept in memory beside the slot, not on the disk.
+//
+// Thread-safety: Seal and Open may run on any number of threads at once (the
+// key is read-only after Create). Open is safe in a fork child: it allocates
+// only through malloc, which glibc makes usable there, and takes no lock of
+// the parent's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "runtime/status.h"
+
+typedef struct evp_cipher_st EVP_CIPHER;
+
+namespace kvtier {
+
+// Which page of which region a spill slot holds: bound into the page's seal,
+// so a slot read back for another page fails its tag.
+struct PagePlace {
+  uint32_t region = 0;
+  uint32_t page = 0;
+  PagePlace Next(uint32_t n) const { return {region, page + n}; }
+};
+
+// What a page was sealed under: its slot and that slot's write generation
+// (together the nonce), and its place.
+struct SealId {
+  uint32_t slot = 0;
+  uint64_t generation = 0;
+  PagePlace place;
+};
+
+constexpr size_t kSealTagBytes = 16;
+
+class PageCipher {
+ public:
+  static Result<std::unique_ptr<PageCipher>> Create();
+  ~PageCipher();
+  PageCipher(const PageCipher&) = delete;
+  PageCipher& operator=(const PageCipher&) = delete;
+
+  // Encrypts len bytes from src into dst (the same or disjoint buffers) and
+  // writes the tag. Fails only when OpenSSL does (out of memory).
+  Status Seal(const SealId& id, const uint8_t* src, uint8_t* dst, size_t len,
+              uint8_t tag[kSealTagBytes]) const;
+  // Decrypts len bytes of data in place and checks the tag. On failure the
+  // bytes are not the page: the caller reads it again or zeroes them.
+  Status Open(const SealId& id, uint8_t* data, size_t len,
+              const uint8_t tag[kSealTagBytes]) const;
+
+  // Whether mlock kept the key out of swap (RLIMIT_MEMLOCK may refuse it).
+  bool key_locked() const { return locked_; }
+  // For tests that look for the key where it must not be: copies it to out.
+  void CopyKeyForTest(uint8_t out[32]) const;
+
+ private:
+  PageCipher() = default;
+
+  uint8_t* key_ = nullptr;  // its own page: locked, not dumped
+  bool locked_ = false;
+  EVP_CIPHER* aes_gcm_ = nullptr;
+};
+
+}  // namespace kvtier
