@@ -83,9 +83,17 @@ void SpillBatch::AddReadRun(uint32_t slot, uint32_t pages, void* dst, const uint
 void SpillBatch::Submit() {
   std::vector<IoRequest> reqs;
   std::vector<unsigned> unhashed;  // zero-copy writes, hashed once submitted below
+  std::vector<unsigned> to_seal;   // sealed writes started, sealed together before they go
+  const size_t seal_group = SealGroup();
   for (;;) {
     if (queued_.empty()) break;
     if (free_lanes_.empty()) {
+      // Writes waiting for their seal go first: what is in flight may not
+      // complete soon enough to free a lane for them.
+      if (!to_seal.empty()) {
+        if (!SealAndSubmit(&to_seal, &reqs)) break;
+        continue;
+      }
       // Requests that finished while this thread copied and checksummed
       // free their lanes now, not at the next Pump: one thread keeps the
       // device fed.
@@ -103,24 +111,60 @@ void SpillBatch::Submit() {
       unhashed.push_back(lane);
       continue;
     }
-    // A bounced write goes to the device as soon as it is sealed (or
-    // copied), and is checksummed while the device moves it (both only read
-    // the buffers), before any completion is reaped: its completion needs
-    // the checksum, of the page's bytes in the clear. If the queue refuses
-    // it, the rest waits for the next Submit.
+    if (store_->encrypts()) {
+      // As many pages as there are threads to seal them at once.
+      to_seal.push_back(lane);
+      if (to_seal.size() < seal_group && !queued_.empty() && !free_lanes_.empty()) continue;
+      if (!SealAndSubmit(&to_seal, &reqs)) break;
+      continue;
+    }
+    // A bounced write goes to the device as soon as it is copied, and is
+    // checksummed while the device moves it (both only read the buffer),
+    // before any completion is reaped: its completion needs the checksum.
+    // If the queue refuses it, the rest waits for the next Submit.
     if (!SubmitRequests(&reqs)) break;
     Op& written = lanes_[lane];
-    written.checksum = PageChecksum(
-        store_->encrypts() ? static_cast<const uint8_t*>(written.src) : bounce_[lane].data(),
-        written.len);
+    written.checksum = PageChecksum(bounce_[lane].data(), written.len);
   }
-  SubmitRequests(&reqs);
+  if (!to_seal.empty()) {
+    SealAndSubmit(&to_seal, &reqs);
+  } else {
+    SubmitRequests(&reqs);
+  }
   // A write the queue refused has completed already and left its lane.
   for (unsigned lane : unhashed) {
     if (std::find(free_lanes_.begin(), free_lanes_.end(), lane) != free_lanes_.end()) continue;
     Op& op = lanes_[lane];
     op.checksum = PageChecksum(op.src, op.len);
   }
+}
+
+bool SpillBatch::SealAndSubmit(std::vector<unsigned>* lanes, std::vector<IoRequest>* reqs) {
+  std::vector<Status> sealed(lanes->size());
+  store_->workers_->Run(lanes->size(), [&](size_t k) {
+    const unsigned lane = (*lanes)[k];
+    Op& op = lanes_[lane];
+    uint8_t* b = bounce_[lane].data();
+    const auto* src = static_cast<const uint8_t*>(op.src);
+    sealed[k] = store_->SealPage(op.slot, op.place, src, b, op.len);
+    memset(b + op.len, 0, op.io_len - op.len);  // O_DIRECT tail of a short page
+    // The checksum is of the bytes in the clear: the owner's test for a
+    // copy on SSD that is still current.
+    op.checksum = PageChecksum(src, op.len);
+  });
+  for (size_t k = 0; k < lanes->size(); ++k) {
+    if (sealed[k].ok()) continue;
+    const unsigned lane = (*lanes)[k];
+    std::erase_if(*reqs, [lane](const IoRequest& r) { return r.user_data == lane; });
+    store_->ReleaseSlot(lanes_[lane].slot);
+    SpillCompletion c;
+    c.tag = lanes_[lane].tag;
+    c.kind = IoKind::kWrite;
+    c.status = sealed[k].Annotate("spill write");
+    Complete(lane, std::move(c));
+  }
+  lanes->clear();
+  return SubmitRequests(reqs);
 }
 
 bool SpillBatch::ReapReady() {
@@ -176,9 +220,25 @@ void SpillBatch::TakeDone(std::vector<SpillCompletion>* out) {
   done_.clear();
 }
 
+size_t SpillBatch::SealGroup() const {
+  // A page a thread, two where pages are small (the hand-off to a helper
+  // costs about as much as sealing 64 KiB). At most half the queue, so that
+  // the other half keeps the device busy meanwhile.
+  const size_t per_thread = store_->page_size() < (size_t{128} << 10) ? 2 : 1;
+  return std::min<size_t>(std::max<unsigned>(depth_ / 2, 1),
+                          per_thread * store_->workers_->width());
+}
+
 Status SpillBatch::Pump(bool refill) {
   std::vector<IoCompletion> comps;
-  Status st = queue_->Wait(1, &comps);
+  // Sealed writes go out in groups: wait until a group's lanes are free, so
+  // the helpers seal it at once while the rest is in flight.
+  size_t want = 1;
+  if (refill && store_->encrypts() && !queued_.empty() && queued_.front().kind == IoKind::kWrite &&
+      free_lanes_.size() < SealGroup()) {
+    want = std::clamp<size_t>(SealGroup() - free_lanes_.size(), 1, in_flight_);
+  }
+  Status st = queue_->Wait(want, &comps);
   if (!st.ok()) return st;
   std::vector<IoRequest> retries;
   // Reads that landed in the caller's buffer free their lane at once and are
@@ -198,10 +258,14 @@ Status SpillBatch::Pump(bool refill) {
   }
   SubmitRequests(&retries);
   if (refill) Submit();
-  for (Op& op : verify) {
+  const std::vector<std::string> checked = CheckPages(verify);
+  for (size_t k = 0; k < verify.size(); ++k) {
+    Op& op = verify[k];
     ReadFailure why;
     std::string detail;
-    if (CheckRead(op, static_cast<uint8_t*>(op.dst), op.io_len, &why, &detail)) continue;
+    if (CheckRead(op, static_cast<uint8_t*>(op.dst), op.io_len, &why, &detail, &checked[k])) {
+      continue;
+    }
     if (TakeRetry(op, detail)) {
       queued_.push_front(op);  // started by the next Submit
     } else {
@@ -289,15 +353,11 @@ void SpillBatch::Start(Op op, unsigned lane, std::vector<IoRequest>* reqs) {
   op.io_len = static_cast<uint32_t>(store_->direct_ ? AlignUp(op.len, kDirectAlign) : op.len);
   if (op.kind == IoKind::kWrite && op.bounce) {
     uint8_t* b = bounce_[lane].data();
-    const auto* src = static_cast<const uint8_t*>(op.src);
+    // Sealed pages are sealed into it by SealAndSubmit, in parallel.
     if (!store_->encrypts()) {
-      memcpy(b, src, op.len);
-    } else if (Status st = store_->SealPage(op.slot, op.place, src, b, op.len); !st.ok()) {
-      store_->ReleaseSlot(op.slot);
-      c.status = st.Annotate("spill write");
-      return Complete(lane, std::move(c));
+      memcpy(b, op.src, op.len);
+      memset(b + op.len, 0, op.io_len - op.len);  // O_DIRECT tail of a short page
     }
-    memset(b + op.len, 0, op.io_len - op.len);  // O_DIRECT tail of a short page
   }
   op.attempts = std::max(op.attempts, 1);  // a retry keeps its count
   lanes_[lane] = op;
@@ -353,38 +413,53 @@ void SpillBatch::Finish(unsigned lane, int64_t result, std::vector<IoRequest>* r
   free_lanes_.push_back(lane);
 }
 
-std::string SpillBatch::BadPage(const Op& op, uint8_t* data) {
-  // A run is verified page by page; the first page that does not match
-  // fails it.
+std::string SpillBatch::CheckPage(const Op& op, uint8_t* data, uint32_t i) const {
+  // A run is verified page by page.
   const size_t page = op.pages > 1 ? store_->page_size() : op.len;
-  for (uint32_t i = 0; i < op.pages; ++i) {
-    uint8_t* bytes = data + size_t{i} * page;
-    const std::string of_slot = op.pages > 1 ? " of slot " + std::to_string(op.slot + i) : "";
-    if (store_->encrypts()) {
-      Status open = store_->OpenPage(op.slot + i, op.place.Next(i), bytes, page);
-      if (!open.ok()) return "page" + of_slot + ": " + open.message();
-      continue;
-    }
-    const uint64_t sum = PageChecksum(bytes, page);
-    const uint64_t expected = op.pages > 1 ? op.checksums[i] : op.checksum;
-    if (sum != expected) {
-      char text[112];
-      snprintf(text, sizeof text,
-               "XXH3 checksum %016llx%s does not match the %016llx recorded at spill",
-               static_cast<unsigned long long>(sum), of_slot.c_str(),
-               static_cast<unsigned long long>(expected));
-      return text;
-    }
+  uint8_t* bytes = data + size_t{i} * page;
+  const std::string of_slot = op.pages > 1 ? " of slot " + std::to_string(op.slot + i) : "";
+  if (store_->encrypts()) {
+    Status open = store_->OpenPage(op.slot + i, op.place.Next(i), bytes, page);
+    return open.ok() ? "" : "page" + of_slot + ": " + open.message();
   }
-  return "";
+  const uint64_t sum = PageChecksum(bytes, page);
+  const uint64_t expected = op.pages > 1 ? op.checksums[i] : op.checksum;
+  if (sum == expected) return "";
+  char text[112];
+  snprintf(text, sizeof text, "XXH3 checksum %016llx%s does not match the %016llx recorded at spill",
+           static_cast<unsigned long long>(sum), of_slot.c_str(),
+           static_cast<unsigned long long>(expected));
+  return text;
+}
+
+std::vector<std::string> SpillBatch::CheckPages(const std::vector<Op>& ops) {
+  std::vector<std::pair<size_t, uint32_t>> pages;  // (op, page of it)
+  for (size_t k = 0; k < ops.size(); ++k) {
+    for (uint32_t i = 0; i < ops[k].pages; ++i) pages.emplace_back(k, i);
+  }
+  std::vector<std::string> why(pages.size());
+  store_->workers_->Run(pages.size(), [&](size_t j) {
+    const Op& op = ops[pages[j].first];
+    why[j] = CheckPage(op, static_cast<uint8_t*>(op.dst), pages[j].second);
+  });
+  std::vector<std::string> out(ops.size());
+  for (size_t j = pages.size(); j-- > 0;) {
+    if (!why[j].empty()) out[pages[j].first] = std::move(why[j]);  // ends with the first
+  }
+  return out;
 }
 
 bool SpillBatch::CheckRead(const Op& op, uint8_t* data, int64_t result, ReadFailure* why,
-                           std::string* detail) {
+                           std::string* detail, const std::string* checked) {
   Counters& k = *store_->counters_;
   char text[160];
   if (result == op.io_len) {
-    std::string bad = BadPage(op, data);
+    std::string bad;
+    if (checked != nullptr) {
+      bad = *checked;
+    } else {
+      for (uint32_t i = 0; i < op.pages && bad.empty(); ++i) bad = CheckPage(op, data, i);
+    }
     if (bad.empty()) {
       if (op.bounce) memcpy(op.dst, data, op.len);
       Counters::Add(k.restored_pages, op.pages);

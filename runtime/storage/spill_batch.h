@@ -98,10 +98,22 @@ class SpillBatch {
   // Verifies (and with encryption decrypts in place) a read that moved
   // `result` bytes to `data`: completes it and returns true if the page is
   // good, else counts why and returns false.
+  // `checked`, when given, is what CheckPages said of all its pages.
   bool CheckRead(const Op& op, uint8_t* data, int64_t result, ReadFailure* why,
-                 std::string* detail);
-  // Why the pages of a run read into data are not all good ("" if they are).
-  std::string BadPage(const Op& op, uint8_t* data);
+                 std::string* detail, const std::string* checked = nullptr);
+  // Verifies (opens) page `i` of a read into data: "" if it is good, else
+  // why not. Pure but for the page's bytes: callers run it on many threads.
+  std::string CheckPage(const Op& op, uint8_t* data, uint32_t i) const;
+  // CheckPage for every page of every op, spread over the store's workers:
+  // per op, "" or why its first bad page is bad.
+  std::vector<std::string> CheckPages(const std::vector<Op>& ops);
+  // Seals the writes of `lanes` into their bounce buffers (in parallel) and
+  // computes their checksums; a write that cannot be sealed completes as
+  // failed and its request leaves `reqs`. Then submits reqs (false: the
+  // queue refused them).
+  bool SealAndSubmit(std::vector<unsigned>* lanes, std::vector<IoRequest>* reqs);
+  // How many sealed writes go out together.
+  size_t SealGroup() const;
   // True (and counted) if the read may be tried once more.
   bool TakeRetry(Op& op, const std::string& detail);
   // Completes a read that failed twice; zeroes its destination.

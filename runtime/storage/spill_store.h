@@ -42,6 +42,7 @@
 #include "runtime/status.h"
 #include "runtime/storage/env.h"
 #include "runtime/storage/page_cipher.h"
+#include "runtime/storage/worker_pool.h"
 
 namespace kvtier {
 
@@ -230,6 +231,9 @@ class SpillStore {
   uint32_t max_slots_ = 0;
   std::unique_ptr<PageCipher> cipher_;  // null without encryption
   SlotSeal* seals_ = nullptr;           // max_slots_ of them, reserved, not committed
+  // Seals and opens (and checksums) pages of a batch in parallel; with no
+  // helpers when pages go in the clear.
+  std::unique_ptr<WorkerPool> workers_;
 
   mutable Mutex mu_;
   std::vector<bool> in_use_ GUARDED_BY(mu_);

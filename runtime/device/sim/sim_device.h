@@ -200,9 +200,6 @@ class SimDevice final : public Device {
 
   SimDevice(const SimDeviceConfig& config, UserFaultFd uffd, int stop_fd);
   Status StartThreads(int count, const StartStepCheck& check);
-  // Blocks every asynchronous signal in the calling thread (the threads it
-  // starts inherit the mask); `old` is the mask to put back.
-  static void BlockAsyncSignals(sigset_t* old);
   void StopThreads();
   void FaultLoop();
   void HandleFault(const uffd_msg& msg, Clock::time_point read_at);

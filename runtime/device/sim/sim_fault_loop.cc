@@ -24,16 +24,6 @@ constexpr std::chrono::milliseconds kStagingWait{50};  // longest a fault waits 
 
 }  // namespace
 
-void SimDevice::BlockAsyncSignals(sigset_t* old) {
-  // An engine signal handler that ran on a fault thread (or the restore
-  // thread) and touched a non-resident page would wait on that very thread
-  // forever. Synchronous signals stay open so a crash still reports.
-  sigset_t all;
-  sigfillset(&all);
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT}) sigdelset(&all, sig);
-  pthread_sigmask(SIG_SETMASK, &all, old);
-}
-
 Status SimDevice::StartThreads(int count, const StartStepCheck& check) {
   // The threads start with every asynchronous signal blocked.
   sigset_t old;
