@@ -103,6 +103,8 @@ class Runtime : public DeviceEvents {
   Device& device() { return *device_; }
   Counters& counters() { return counters_; }
   const RegionTable& regions() const { return regions_; }
+  // The disk tier; null without one.
+  const SpillStore* store() const { return store_.get(); }
 
   // Decides whether an allocation of `bytes` from `caller` (a return address)
   // through `api` (the hooked function's name) becomes a tiered region.

@@ -2,14 +2,13 @@
 #include "runtime/storage/page_cipher.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
-
-#include <openssl/crypto.h>
-#include <openssl/err.h>
-#include <openssl/evp.h>
 
 #include "runtime/log.h"
 

@@ -62,8 +62,7 @@ class PageCipher {
               uint8_t tag[kSealTagBytes]) const;
   // Decrypts len bytes of data in place and checks the tag. On failure the
   // bytes are not the page: the caller reads it again or zeroes them.
-  Status Open(const SealId& id, uint8_t* data, size_t len,
-              const uint8_t tag[kSealTagBytes]) const;
+  Status Open(const SealId& id, uint8_t* data, size_t len, const uint8_t tag[kSealTagBytes]) const;
 
   // Whether mlock kept the key out of swap (RLIMIT_MEMLOCK may refuse it).
   bool key_locked() const { return locked_; }

@@ -426,7 +426,8 @@ std::string SpillBatch::CheckPage(const Op& op, uint8_t* data, uint32_t i) const
   const uint64_t expected = op.pages > 1 ? op.checksums[i] : op.checksum;
   if (sum == expected) return "";
   char text[112];
-  snprintf(text, sizeof text, "XXH3 checksum %016llx%s does not match the %016llx recorded at spill",
+  snprintf(text, sizeof text,
+           "XXH3 checksum %016llx%s does not match the %016llx recorded at spill",
            static_cast<unsigned long long>(sum), of_slot.c_str(),
            static_cast<unsigned long long>(expected));
   return text;

@@ -47,8 +47,8 @@ class SpillBatch {
   // has the whole run read again once. One completion for the run; a run the
   // store would bounce fails at once as kBadRequest (read its pages one by
   // one then).
-  void AddReadRun(uint32_t slot, uint32_t pages, void* dst, const uint64_t* checksums,
-                  uint64_t tag, PagePlace first = {});
+  void AddReadRun(uint32_t slot, uint32_t pages, void* dst, const uint64_t* checksums, uint64_t tag,
+                  PagePlace first = {});
   // Starts queued requests, up to the queue depth in flight; does not wait.
   // (Where io_uring is refused the pread queue runs them here.)
   void Submit();
@@ -99,8 +99,8 @@ class SpillBatch {
   // `result` bytes to `data`: completes it and returns true if the page is
   // good, else counts why and returns false.
   // `checked`, when given, is what CheckPages said of all its pages.
-  bool CheckRead(const Op& op, uint8_t* data, int64_t result, ReadFailure* why,
-                 std::string* detail, const std::string* checked = nullptr);
+  bool CheckRead(const Op& op, uint8_t* data, int64_t result, ReadFailure* why, std::string* detail,
+                 const std::string* checked = nullptr);
   // Verifies (opens) page `i` of a read into data: "" if it is good, else
   // why not. Pure but for the page's bytes: callers run it on many threads.
   std::string CheckPage(const Op& op, uint8_t* data, uint32_t i) const;

@@ -5,8 +5,8 @@
 // checks the tag; with encryption off they go in the clear and every
 // restore verifies their XXH3-64 checksum instead. Either way each write
 // reports the XXH3-64 of the page's bytes, which the owner keeps to tell
-// whether a page back in memory is still its copy on disk. I/O is io_uring with O_DIRECT where the kernel and file system
-// allow it, else buffered and/or pread/pwrite (io_mode() says which).
+// whether a page back in memory is still its copy on disk. I/O is io_uring with O_DIRECT where the
+// kernel and file system allow it, else buffered and/or pread/pwrite (io_mode() says which).
 //
 // Slots are handed out next-fit: the first free slot at or after a cursor
 // that moves on with every allocation, so pages written one after another

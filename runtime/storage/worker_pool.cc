@@ -18,8 +18,10 @@ WorkerPool::WorkerPool(unsigned helpers) {
     try {
       helpers_.emplace_back([this] { HelperLoop(); });
     } catch (const std::system_error& e) {
-      Log(1, "disk tier: started %u of %u crypto helper threads (%s); the rest of the work runs "
-          "on the callers", i, helpers, e.what());
+      Log(1,
+          "disk tier: started %u of %u crypto helper threads (%s); the rest of the work runs "
+          "on the callers",
+          i, helpers, e.what());
       break;
     }
   }

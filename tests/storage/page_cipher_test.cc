@@ -152,8 +152,8 @@ bool InDumpedMemory(const uint8_t* needle, size_t len) {
       const size_t n = std::min<size_t>(buf.size(), m.end - at);
       const ssize_t got = pread(fd, buf.data(), n, static_cast<off_t>(at));
       if (got <= static_cast<ssize_t>(len)) break;
-      found = std::search(buf.begin(), buf.begin() + got, needle, needle + len) !=
-              buf.begin() + got;
+      found =
+          std::search(buf.begin(), buf.begin() + got, needle, needle + len) != buf.begin() + got;
       if (n < buf.size()) break;
     }
   }

@@ -77,8 +77,7 @@ inline bool SpillFileHolds(const SpillStore& store, const uint8_t* needle, size_
 
 // Overwrites `len` bytes of the spill file at `offset` behind the store's
 // back, as an attacker with the disk would.
-inline bool PokeSpillFile(const SpillStore& store, uint64_t offset, const void* bytes,
-                          size_t len) {
+inline bool PokeSpillFile(const SpillStore& store, uint64_t offset, const void* bytes, size_t len) {
   const std::string path = "/proc/self/fd/" + std::to_string(store.file_fd_for_testing());
   FILE* f = fopen(path.c_str(), "r+b");
   if (f == nullptr) return false;
@@ -93,8 +92,8 @@ inline std::vector<uint8_t> PeekSpillFile(const SpillStore& store, uint64_t offs
   std::vector<uint8_t> out(len);
   FILE* f = fopen(path.c_str(), "rb");
   if (f == nullptr) return {};
-  const bool ok = fseek(f, static_cast<long>(offset), SEEK_SET) == 0 &&
-                  fread(out.data(), 1, len, f) == len;
+  const bool ok =
+      fseek(f, static_cast<long>(offset), SEEK_SET) == 0 && fread(out.data(), 1, len, f) == len;
   fclose(f);
   return ok ? out : std::vector<uint8_t>();
 }

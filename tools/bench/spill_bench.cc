@@ -199,8 +199,9 @@ void PrintDevice(const Args& a, const DeviceResult& d, double raw_write, double 
       "(spill = Device::SpillPages from one thread in groups of %u, as the policy tick does: "
       "write from the alias + punch the hole; "
       "restore = %u engine threads touching every page; fault-in = one engine thread's touch of "
-      "a spilled page, timed by that thread: MISSING fault, read + XXH3 verify, UFFDIO_COPY, "
-      "%zu samples; raw = one read of the raw file right after each touch; %llu restores, %zu "
+      "a spilled page, timed by that thread: MISSING fault, read + open (AES-256-GCM tag), "
+      "UFFDIO_COPY, %zu samples; raw = one read of the raw file right after each touch; %llu "
+      "restores, %zu "
       "pages wrong after all rounds)\n",
       static_cast<unsigned>(kSpillGroupPages), a.qd, d.fault_ms.size(),
       static_cast<unsigned long long>(d.restored), d.wrong_pages);
@@ -223,8 +224,9 @@ void PrintCuda(const Args& a, const CudaResult& c, double raw_write, double raw_
   row("page wait p99 ms", Percentile(c.raw_ms, 99), Percentile(c.wait_ms, 99), "%.3f");
   printf(
       "(spill = UvmDevice::SpillPages from one thread in groups of %u, as the policy tick does: "
-      "write from managed memory, then discard; kvtier_wait = Restore of every page: read + XXH3 "
-      "verify into private buffers, copy into managed memory; gate = the same, done by the "
+      "write from managed memory, then discard; kvtier_wait = Restore of every page: read + "
+      "open (AES-256-GCM tag) into private buffers, copy into managed memory; gate = the same, "
+      "done by the "
       "first launch after an idle seal, timed from the launch's side; page wait = kvtier_wait "
       "of one spilled page, %zu samples, raw = one read of the raw file right after each; %llu "
       "restores, %llu gate stalls, %zu pages wrong after all rounds)\n",
@@ -284,7 +286,7 @@ int RunSpillBench(int argc, char** argv) {
   // virtual disk's host) must allocate, which varies from file to file; the
   // refill rewrites them, as a store that has filled reuses its slots. The
   // later pass's file serves the reads.
-  static constexpr int kWriteOrder[] = {kRaw, kStore, kClear, kRawFromSource,
+  static constexpr int kWriteOrder[] = {kRaw,           kStore, kClear, kRawFromSource,
                                         kRawFromSource, kClear, kStore, kRaw};
   static constexpr int kReadOrder[] = {kRaw, kStore, kClear, kClear, kStore, kRaw};
   std::unique_ptr<Target> last_raw;

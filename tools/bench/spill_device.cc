@@ -1,7 +1,7 @@
 // The simulated-GPU phases of `kvtier-bench spill` (see spill_bench.h):
 // pages of a data-backed sim region spilled through Device::SpillPages as the
 // policy tick does (copied from the alias mapping, punched out of the memfd) and brought back by an
-// engine thread's touch (a MISSING fault: read + XXH3 verify into a private
+// engine thread's touch (a MISSING fault: read + tag check into a private
 // buffer, UFFDIO_COPY), timed from the toucher's side; and the same path
 // over FaultEnv. Thread-safety: the phases start their own engine threads
 // and join them before returning.

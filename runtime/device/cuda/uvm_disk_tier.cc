@@ -316,7 +316,10 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
         StopOnLostPage(*store_, region.id, region.tag, jobs[j].page,
                        Status::Error("no memory for a buffer to read it into"));
       }
-      targets.push_back({jobs[j].slot, jobs[j].checksum, jobs[j].buffer.data(), region.page_size,
+      targets.push_back({jobs[j].slot,
+                         jobs[j].checksum,
+                         jobs[j].buffer.data(),
+                         region.page_size,
                          {region.id, jobs[j].page}});
       target_job.push_back(j);
     }
