@@ -139,6 +139,21 @@ void PrintSummaryTable(FILE* out, const std::vector<SystemResult>& results,
   }
 }
 
+void PrintEndpointTable(FILE* out, const std::vector<SystemResult>& results) {
+  fprintf(out, "%-14s %5s | %8s %8s %8s %8s | %6s %7s | %7s %7s | %4s | %6s\n", "system", "reqs",
+          "ttft", "p50", "p90", "p99", "req/s", "tok/s", "reused%", "recmp%", "late", "run-s");
+  fprintf(out, "%-14s %5s | %8s %8s %8s %8s | %6s %7s | %7s %7s | %4s | %6s\n", "", "", "mean s",
+          "s", "s", "s", "", "out", "", "", "", "");
+  for (const SystemResult& r : results) {
+    const Summary s = Summarize(r);
+    fprintf(out,
+            "%-14s %5zu | %8.3f %8.3f %8.3f %8.3f | %6.3f %7.1f | %7.1f %7.1f | %4lld | %6.1f\n",
+            r.name.c_str(), s.requests, s.ttft_mean, s.ttft_p50, s.ttft_p90, s.ttft_p99,
+            s.req_per_s, s.out_tok_per_s, 100 * s.hit_device, 100 * s.recomputed,
+            static_cast<long long>(r.late_launches), r.wall_s);
+  }
+}
+
 Status WriteSummaryCsv(const std::string& path, const std::vector<SystemResult>& results) {
   FILE* f = fopen(path.c_str(), "w");
   if (!f) return Status::Errorf("%s: cannot write the summary (check --output)", path.c_str());

@@ -42,6 +42,9 @@ const char* HitTier(const RequestRow& row);
 // tier, bytes moved, run time.
 void PrintSummaryTable(FILE* out, const std::vector<SystemResult>& results,
                        const std::string& ttft_stat, double ttft_target_s);
+// The table of runs against a server (--endpoint): TTFT, throughput, the
+// share of prompt tokens the server reused and recomputed, late launches.
+void PrintEndpointTable(FILE* out, const std::vector<SystemResult>& results);
 Status WriteSummaryCsv(const std::string& path, const std::vector<SystemResult>& results);
 Status WriteRequestsCsv(const std::string& path, const SystemResult& result);
 // "kvtier:hints+s3fifo" -> "kvtier_hints_s3fifo"

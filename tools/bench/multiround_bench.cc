@@ -1,12 +1,18 @@
 // kvtier-bench multiround: LMBenchmark's synthetic multi-round QA on the
-// model-only simulated GPU, every compared system on the same trace.
+// model-only simulated GPU, every compared system on the same trace; or,
+// with --endpoint, the same trace played in real time against an
+// OpenAI-compatible server (endpoint_run.h).
 //
 // Options use LMBenchmark's names for the workload; the rest choose the
 // hardware profile, the model shape, the systems and kvtier's settings.
 // Output (in --output): summary.txt and summary.csv (one row per system),
 // requests-<system>.csv (one row per measured request), ttft_cdf.svg and
 // occupancy.svg; with --sweep-users, sweep.txt (the most users each system
-// holds at the TTFT target). Thread-safety: main thread only.
+// holds at the TTFT target). With --endpoint: summary.txt, summary.csv,
+// requests-<label>.csv, ttft_cdf.svg and answers.txt (every answer, by user
+// and round). Thread-safety: main thread only.
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +24,7 @@
 
 #include "runtime/options.h"  // ParseList
 #include "tools/bench/bench_args.h"
+#include "tools/bench/endpoint_run.h"
 #include "tools/bench/hw_profile.h"
 #include "tools/bench/mr_report.h"
 #include "tools/bench/svg_plot.h"
@@ -55,14 +62,23 @@ const char kUsage[] =
     "output:\n"
     "  --output DIR (multiround-out)  --ttft-target S (2)  --ttft-stat mean|p50|p90|p99 (p90)\n"
     "  --sweep-users N,N,... (also run each user count; report the most users each system\n"
-    "                         holds at the TTFT target)\n";
+    "                         holds at the TTFT target)\n"
+    "a real server instead of the model (the workload options above apply; no systems):\n"
+    "  --endpoint http://HOST:PORT/v1 (an OpenAI-compatible server: vLLM, SGLang, llama-server)\n"
+    "  --model NAME (the served model; default: the first GET /v1/models lists)\n"
+    "  --label NAME (endpoint: the run's name in tables and file names)\n"
+    "  --request-timeout S (120: a request whose server says nothing for S s fails)\n"
+    "  --quiet (no line per answer on stderr)\n";
 
 struct Cli {
   BenchOptions options;
   std::string profile = "h200-pcie5";
   std::string profile_dir = DefaultProfileDir();
-  std::string model = "llama-3.1-8b";
+  std::string model;  // the model's shape; with --endpoint, the served model
   std::vector<std::string> systems = AllSystems();
+  std::string endpoint, label = "endpoint";
+  double request_timeout = 120;
+  bool quiet = false;
   std::string output = "multiround-out";
   double ttft_target = 2.0;
   std::string ttft_stat = "p90";
@@ -120,6 +136,10 @@ Flags MakeFlags(Cli* cli) {
       .Text("--output", &cli->output)
       .Number("--ttft-target", &cli->ttft_target)
       .Text("--ttft-stat", &cli->ttft_stat)
+      .Text("--endpoint", &cli->endpoint)
+      .Text("--label", &cli->label)
+      .Number("--request-timeout", &cli->request_timeout)
+      .Switch("--quiet", &cli->quiet)
       .Custom("--sweep-users", [cli](const std::string& v) -> Status {
         Result<std::vector<std::string>> items = ParseList(v);
         if (!items.ok()) return items.status();
@@ -142,6 +162,18 @@ Status Check(Cli* cli) {
   if (o.tick.low_watermark >= o.tick.high_watermark || o.tick.high_watermark > 100) {
     return Status::Error("--low-watermark must be below --high-watermark (at most 100)");
   }
+  if (!cli->endpoint.empty()) {
+    if (cli->request_timeout <= 0) return Status::Error("--request-timeout must be > 0");
+    const bool plain =
+        !cli->label.empty() && std::all_of(cli->label.begin(), cli->label.end(), [](char c) {
+          return isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+        });
+    if (!plain) {
+      return Status::Errorf("--label '%s': use letters, digits, '-' and '_'", cli->label.c_str());
+    }
+    return Status::Ok();
+  }
+  if (cli->model.empty()) cli->model = "llama-3.1-8b";
   double unused;
   if (!TtftStat(Summary{}, cli->ttft_stat, &unused)) {
     return Status::Errorf("--ttft-stat %s: use mean, p50, p90 or p99", cli->ttft_stat.c_str());
@@ -232,6 +264,89 @@ Status Sweep(const Cli& cli, FILE* out) {
   return Status::Ok();
 }
 
+// --endpoint: the trace against a server; its table, CSV files, CDF and
+// answers.
+int RunEndpoint(const Cli& cli) {
+  const char* me = "kvtier-bench multiround";
+  Result<Endpoint> endpoint = ParseEndpoint(cli.endpoint);
+  if (!endpoint.ok()) {
+    fprintf(stderr, "%s: %s\n", me, endpoint.status().message().c_str());
+    return 2;
+  }
+  EndpointRunConfig config;
+  config.workload = cli.options.workload;
+  config.endpoint = endpoint.value();
+  config.label = cli.label;
+  config.timeout_s = cli.request_timeout;
+  config.quiet = cli.quiet;
+  config.model = cli.model;
+  if (config.model.empty()) {
+    Result<std::string> first = FirstModel(config.endpoint, cli.request_timeout);
+    if (!first.ok()) {
+      fprintf(stderr, "%s: %s\n", me, first.status().message().c_str());
+      return 1;
+    }
+    config.model = first.value();
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(cli.output, ec);
+  if (ec) {
+    fprintf(stderr, "%s: --output %s: %s\n", me, cli.output.c_str(), ec.message().c_str());
+    return 2;
+  }
+  const WorkloadConfig& w = config.workload;
+  char header[512];
+  snprintf(header, sizeof header,
+           "endpoint %s, model %s; workload: %d users, %d rounds, system %d + history %d words, "
+           "answer %d tokens, qps %g; measured %g s after a %g s warm-up\n\n",
+           config.endpoint.Url().c_str(), config.model.c_str(), w.num_users, w.num_rounds,
+           w.shared_system_prompt, w.user_history_prompt, w.answer_len, w.qps, w.time_s,
+           w.warmup_s < 0 ? w.num_users / w.qps : w.warmup_s);
+  fputs(header, stdout);
+  fflush(stdout);
+  Result<EndpointRun> run = RunAgainstEndpoint(config);
+  if (!run.ok()) {
+    fprintf(stderr, "%s: %s\n", me, run.status().message().c_str());
+    return 1;
+  }
+  const std::vector<SystemResult> rs = {run.value().result};
+  const std::string dir = cli.output + "/";
+  FILE* summary = fopen((dir + "summary.txt").c_str(), "w");
+  for (FILE* out : {stdout, summary}) {
+    if (!out) continue;
+    if (out == summary) fputs(header, out);
+    PrintEndpointTable(out, rs);
+  }
+  if (summary) fclose(summary);
+  std::vector<Status> writes;
+  writes.push_back(WriteSummaryCsv(dir + "summary.csv", rs));
+  writes.push_back(WriteRequestsCsv(dir + "requests-" + FileSafe(cli.label) + ".csv", rs[0]));
+  writes.push_back(
+      WriteTtftCdfSvg(dir + "ttft_cdf.svg", rs,
+                      "TTFT CDF: " + config.model + ", " + std::to_string(w.num_users) + " users"));
+  FILE* answers = fopen((dir + "answers.txt").c_str(), "w");
+  if (answers) {
+    for (const std::string& line : run.value().answers) fprintf(answers, "%s\n", line.c_str());
+  }
+  writes.push_back(
+      answers && fclose(answers) == 0
+          ? Status::Ok()
+          : Status::Errorf("%sanswers.txt: cannot write it (check --output)", dir.c_str()));
+  int rc = 0;
+  for (const Status& s : writes) {
+    if (!s.ok()) {
+      fprintf(stderr, "%s: %s\n", me, s.message().c_str());
+      rc = 1;
+    }
+  }
+  printf(
+      "\n%d requests from %d users, %zu measured; wrote %s{summary.txt,summary.csv,requests-%s.csv,"
+      "ttft_cdf.svg,answers.txt}\n",
+      run.value().requests, run.value().users, rs[0].rows.size(), dir.c_str(),
+      FileSafe(cli.label).c_str());
+  return rc;
+}
+
 }  // namespace
 
 int RunMultiroundBench(int argc, char** argv) {
@@ -240,6 +355,7 @@ int RunMultiroundBench(int argc, char** argv) {
   int exit_code = 0;
   if (!flags.ParseOrExit(argc, argv, kUsage, &exit_code)) return exit_code;
   if (Status st = Check(&cli); !st.ok()) return flags.Fail(st.message());
+  if (!cli.endpoint.empty()) return RunEndpoint(cli);
   Result<Sizing> sizing = ComputeSizing(cli.options);
   if (!sizing.ok()) {
     fprintf(stderr, "kvtier-bench multiround: %s\n", sizing.status().message().c_str());
