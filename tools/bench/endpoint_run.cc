@@ -4,8 +4,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <tuple>
 
@@ -43,7 +47,98 @@ std::string Escaped(const std::string& text) {
   return out;
 }
 
+// One CSV file as rows of named fields (no quoting: these files have none).
+Result<std::vector<std::map<std::string, std::string>>> ReadCsv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::Errorf("%s: cannot read it", path.c_str());
+  auto split = [](const std::string& line) {
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    std::string cell;
+    while (std::getline(ss, cell, ',')) cells.push_back(cell);
+    return cells;
+  };
+  std::string line;
+  if (!std::getline(in, line)) return Status::Errorf("%s: empty", path.c_str());
+  const std::vector<std::string> names = split(line);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> cells = split(line);
+    if (cells.size() != names.size()) {
+      return Status::Errorf("%s: line %zu has %zu fields, the header %zu", path.c_str(),
+                            rows.size() + 2, cells.size(), names.size());
+    }
+    std::map<std::string, std::string>& row = rows.emplace_back();
+    for (size_t i = 0; i < names.size(); ++i) row[names[i]] = cells[i];
+  }
+  return rows;
+}
+
 }  // namespace
+
+Result<SystemResult> ReadEndpointRun(const std::string& dir) {
+  std::string requests;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("requests-") && name.ends_with(".csv")) {
+      if (!requests.empty()) {
+        return Status::Errorf("%s: more than one requests-*.csv (one run a directory)",
+                              dir.c_str());
+      }
+      requests = name;
+    }
+  }
+  if (ec) return Status::Errorf("%s: %s", dir.c_str(), ec.message().c_str());
+  if (requests.empty())
+    return Status::Errorf("%s: no requests-*.csv (not a --endpoint run)", dir.c_str());
+  SystemResult r;
+  r.name = requests.substr(9, requests.size() - 9 - 4);
+  Result<std::vector<std::map<std::string, std::string>>> rows = ReadCsv(dir + "/" + requests);
+  if (!rows.ok()) return rows.status();
+  auto number = [](const std::map<std::string, std::string>& row, const char* key, double* out) {
+    auto it = row.find(key);
+    if (it == row.end()) return false;
+    char* end = nullptr;
+    *out = strtod(it->second.c_str(), &end);
+    return end != it->second.c_str() && *end == '\0';
+  };
+  for (const auto& row : rows.value()) {
+    double v[9];
+    const char* keys[9] = {"prompt_tokens",   "generation_tokens", "ttft",
+                           "generation_time", "user_id",           "question_id",
+                           "launch_time",     "finish_time",       "recomputed_tokens"};
+    for (int i = 0; i < 9; ++i) {
+      if (!number(row, keys[i], &v[i])) {
+        return Status::Errorf("%s/%s: a row without a number in %s", dir.c_str(), requests.c_str(),
+                              keys[i]);
+      }
+    }
+    RequestRow q;
+    q.prompt_tokens = static_cast<int>(v[0]);
+    q.generation_tokens = static_cast<int>(v[1]);
+    q.ttft = v[2];
+    q.generation_time = v[3];
+    q.user_id = static_cast<int>(v[4]);
+    q.question_id = static_cast<int>(v[5]);
+    q.launch_time = v[6];
+    q.finish_time = v[7];
+    q.recomputed = static_cast<int>(v[8]);
+    q.hit_device = q.prompt_tokens - q.recomputed;
+    r.rows.push_back(q);
+  }
+  Result<std::vector<std::map<std::string, std::string>>> summary = ReadCsv(dir + "/summary.csv");
+  if (!summary.ok()) return summary.status();
+  double wall = 0, late = 0;
+  if (summary.value().size() != 1 || !number(summary.value()[0], "run_seconds", &wall) ||
+      !number(summary.value()[0], "late_launches", &late)) {
+    return Status::Errorf("%s/summary.csv: expected one row with run_seconds and late_launches",
+                          dir.c_str());
+  }
+  r.wall_s = wall;
+  r.late_launches = static_cast<int64_t>(late);
+  return r;
+}
 
 std::string PromptWords(uint64_t seed, int count) {
   uint64_t z = seed;

@@ -49,6 +49,11 @@ struct EndpointRun {
 
 Result<EndpointRun> RunAgainstEndpoint(const EndpointRunConfig& config);
 
+// A run written by `multiround --endpoint` read back from its --output
+// directory: the rows of its one requests-<label>.csv, its run time and late
+// launches from summary.csv (for --combine).
+Result<SystemResult> ReadEndpointRun(const std::string& dir);
+
 // The text of `count` two-letter words drawn from `seed` (the prompt pieces
 // of RunAgainstEndpoint; one word per prompt token the trace asks for).
 std::string PromptWords(uint64_t seed, int count);

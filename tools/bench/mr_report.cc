@@ -139,16 +139,31 @@ void PrintSummaryTable(FILE* out, const std::vector<SystemResult>& results,
   }
 }
 
-void PrintEndpointTable(FILE* out, const std::vector<SystemResult>& results) {
-  fprintf(out, "%-14s %5s | %8s %8s %8s %8s | %6s %7s | %7s %7s | %4s | %6s\n", "system", "reqs",
-          "ttft", "p50", "p90", "p99", "req/s", "tok/s", "reused%", "recmp%", "late", "run-s");
-  fprintf(out, "%-14s %5s | %8s %8s %8s %8s | %6s %7s | %7s %7s | %4s | %6s\n", "", "", "mean s",
-          "s", "s", "s", "", "out", "", "", "", "");
+void PrintEndpointTable(FILE* out, const std::vector<SystemResult>& results,
+                        const std::string& baseline) {
+  Summary base;
+  for (const SystemResult& r : results) {
+    if (r.name == baseline) base = Summarize(r);
+  }
+  auto over = [](double num, double den) {
+    char buf[16];
+    if (num <= 0 || den <= 0) return std::string("-");
+    snprintf(buf, sizeof buf, "%.2f", num / den);
+    return std::string(buf);
+  };
+  const char* head = "%-14s %5s | %8s %8s %8s %8s | %8s %8s | %6s %7s | %7s %7s | %4s | %6s\n";
+  fprintf(out, head, "system", "reqs", "ttft", "p50", "p90", "p99", "mean", "p90", "req/s", "tok/s",
+          "reused%", "recmp%", "late", "run-s");
+  const std::string base_x = baseline.empty() ? "" : baseline.substr(0, 6) + "/x";
+  fprintf(out, head, "", "", "mean s", "s", "s", "s", base_x.c_str(), base_x.c_str(), "", "out", "",
+          "", "", "");
   for (const SystemResult& r : results) {
     const Summary s = Summarize(r);
     fprintf(out,
-            "%-14s %5zu | %8.3f %8.3f %8.3f %8.3f | %6.3f %7.1f | %7.1f %7.1f | %4lld | %6.1f\n",
+            "%-14s %5zu | %8.3f %8.3f %8.3f %8.3f | %8s %8s | %6.3f %7.1f | %7.1f %7.1f | %4lld | "
+            "%6.1f\n",
             r.name.c_str(), s.requests, s.ttft_mean, s.ttft_p50, s.ttft_p90, s.ttft_p99,
+            over(base.ttft_mean, s.ttft_mean).c_str(), over(base.ttft_p90, s.ttft_p90).c_str(),
             s.req_per_s, s.out_tok_per_s, 100 * s.hit_device, 100 * s.recomputed,
             static_cast<long long>(r.late_launches), r.wall_s);
   }

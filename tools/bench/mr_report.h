@@ -43,8 +43,11 @@ const char* HitTier(const RequestRow& row);
 void PrintSummaryTable(FILE* out, const std::vector<SystemResult>& results,
                        const std::string& ttft_stat, double ttft_target_s);
 // The table of runs against a server (--endpoint): TTFT, throughput, the
-// share of prompt tokens the server reused and recomputed, late launches.
-void PrintEndpointTable(FILE* out, const std::vector<SystemResult>& results);
+// share of prompt tokens the server reused and recomputed, late launches;
+// with a `baseline` run's name, each run's mean and p90 TTFT over the
+// baseline's ("base/x": the baseline's figure over this run's).
+void PrintEndpointTable(FILE* out, const std::vector<SystemResult>& results,
+                        const std::string& baseline = "");
 Status WriteSummaryCsv(const std::string& path, const std::vector<SystemResult>& results);
 Status WriteRequestsCsv(const std::string& path, const SystemResult& result);
 // "kvtier:hints+s3fifo" -> "kvtier_hints_s3fifo"

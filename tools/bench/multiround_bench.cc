@@ -68,7 +68,10 @@ const char kUsage[] =
     "  --model NAME (the served model; default: the first GET /v1/models lists)\n"
     "  --label NAME (endpoint: the run's name in tables and file names)\n"
     "  --request-timeout S (120: a request whose server says nothing for S s fails)\n"
-    "  --quiet (no line per answer on stderr)\n";
+    "  --quiet (no line per answer on stderr)\n"
+    "  --combine DIR,DIR,... (no run: the --endpoint runs in those --output directories in one\n"
+    "                         table and one TTFT CDF, written to --output)\n"
+    "  --baseline LABEL (with --combine: each run's TTFT against this run's)\n";
 
 struct Cli {
   BenchOptions options;
@@ -77,6 +80,8 @@ struct Cli {
   std::string model;  // the model's shape; with --endpoint, the served model
   std::vector<std::string> systems = AllSystems();
   std::string endpoint, label = "endpoint";
+  std::vector<std::string> combine;
+  std::string baseline;
   double request_timeout = 120;
   bool quiet = false;
   std::string output = "multiround-out";
@@ -140,6 +145,8 @@ Flags MakeFlags(Cli* cli) {
       .Text("--label", &cli->label)
       .Number("--request-timeout", &cli->request_timeout)
       .Switch("--quiet", &cli->quiet)
+      .Custom("--combine", list(&cli->combine))
+      .Text("--baseline", &cli->baseline)
       .Custom("--sweep-users", [cli](const std::string& v) -> Status {
         Result<std::vector<std::string>> items = ParseList(v);
         if (!items.ok()) return items.status();
@@ -162,6 +169,11 @@ Status Check(Cli* cli) {
   if (o.tick.low_watermark >= o.tick.high_watermark || o.tick.high_watermark > 100) {
     return Status::Error("--low-watermark must be below --high-watermark (at most 100)");
   }
+  if (!cli->combine.empty() && !cli->endpoint.empty()) {
+    return Status::Error("--combine reads earlier runs: leave --endpoint out");
+  }
+  if (!cli->combine.empty()) return Status::Ok();
+  if (!cli->baseline.empty()) return Status::Error("--baseline goes with --combine");
   if (!cli->endpoint.empty()) {
     if (cli->request_timeout <= 0) return Status::Error("--request-timeout must be > 0");
     const bool plain =
@@ -347,6 +359,45 @@ int RunEndpoint(const Cli& cli) {
   return rc;
 }
 
+// --combine: earlier --endpoint runs in one table and one CDF.
+int Combine(const Cli& cli) {
+  const char* me = "kvtier-bench multiround";
+  std::vector<SystemResult> rs;
+  std::string names;
+  bool have_baseline = cli.baseline.empty();
+  for (const std::string& dir : cli.combine) {
+    Result<SystemResult> r = ReadEndpointRun(dir);
+    if (!r.ok()) {
+      fprintf(stderr, "%s: --combine: %s\n", me, r.status().message().c_str());
+      return 1;
+    }
+    have_baseline |= r.value().name == cli.baseline;
+    names += (names.empty() ? "" : ", ") + r.value().name;
+    rs.push_back(std::move(r).value());
+  }
+  if (!have_baseline) {
+    fprintf(stderr, "%s: --baseline %s: no such run among %s\n", me, cli.baseline.c_str(),
+            names.c_str());
+    return 2;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(cli.output, ec);
+  const std::string dir = cli.output + "/";
+  FILE* summary = fopen((dir + "summary.txt").c_str(), "w");
+  for (FILE* out : {stdout, summary}) {
+    if (out) PrintEndpointTable(out, rs, cli.baseline);
+  }
+  const bool wrote = summary && fclose(summary) == 0;
+  Status svg = WriteTtftCdfSvg(dir + "ttft_cdf.svg", rs, "TTFT CDF: " + names);
+  if (!wrote || !svg.ok()) {
+    fprintf(stderr, "%s: %s\n", me,
+            !svg.ok() ? svg.message().c_str() : (dir + "summary.txt: cannot write it").c_str());
+    return 1;
+  }
+  printf("\nwrote %s{summary.txt,ttft_cdf.svg}\n", dir.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int RunMultiroundBench(int argc, char** argv) {
@@ -355,6 +406,7 @@ int RunMultiroundBench(int argc, char** argv) {
   int exit_code = 0;
   if (!flags.ParseOrExit(argc, argv, kUsage, &exit_code)) return exit_code;
   if (Status st = Check(&cli); !st.ok()) return flags.Fail(st.message());
+  if (!cli.combine.empty()) return Combine(cli);
   if (!cli.endpoint.empty()) return RunEndpoint(cli);
   Result<Sizing> sizing = ComputeSizing(cli.options);
   if (!sizing.ok()) {

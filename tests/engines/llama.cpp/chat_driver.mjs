@@ -33,42 +33,24 @@
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import fs from "node:fs";
 import path from "node:path";
-import { parseArgs } from "node:util";
 
-function usage(message) {
-  process.stderr.write(`chat_driver: ${message}\n`);
-  process.exit(2);
-}
+import { parseCommandLine } from "./cli.mjs";
 
-let args;
-try {
-  args = parseArgs({
-    options: {
-      model: { type: "string" },
-      sessions: { type: "string", default: "4" },
-      turns: { type: "string", default: "3" },
-      ctx: { type: "string", default: "2048" },
-      "prompt-tokens": { type: "string", default: "200" },
-      "next-prompt-tokens": { type: "string" },
-      recompute: { type: "boolean", default: false },
-      "state-files": { type: "string" },
-      slots: { type: "string", default: "1" },
-      "answer-tokens": { type: "string", default: "16" },
-      threads: { type: "string", default: "2" },
-      seed: { type: "string", default: "1" },
-      "no-mmap": { type: "boolean", default: false },
-    },
-    strict: true,
-  }).values;
-} catch (e) {
-  usage(e.message);
-}
-if (!args.model) usage("--model is required (a GGUF file; random_gguf.py writes one)");
-const number = (name, min) => {
-  const v = Number(args[name]);
-  if (!Number.isInteger(v) || v < min) usage(`--${name}=${args[name]}: expected a whole number >= ${min}`);
-  return v;
-};
+const { args, number, usage } = parseCommandLine("chat_driver", {
+  model: { type: "string" },
+  sessions: { type: "string", default: "4" },
+  turns: { type: "string", default: "3" },
+  ctx: { type: "string", default: "2048" },
+  "prompt-tokens": { type: "string", default: "200" },
+  "next-prompt-tokens": { type: "string" },
+  recompute: { type: "boolean", default: false },
+  "state-files": { type: "string" },
+  slots: { type: "string", default: "1" },
+  "answer-tokens": { type: "string", default: "16" },
+  threads: { type: "string", default: "2" },
+  seed: { type: "string", default: "1" },
+  "no-mmap": { type: "boolean", default: false },
+});
 const sessions = number("sessions", 1);
 const turns = number("turns", 1);
 const ctx = number("ctx", 64);

@@ -18,24 +18,27 @@
 // each, then "<assistant>\n".
 //
 // Slots (context sequences, --ctx tokens each) hold KV between requests. A
-// request takes the free slot whose tokens share the longest prefix with its
+// request takes the slot whose tokens share the longest prefix with its
 // prompt when that prefix is over half the prompt (llama-server's
-// --slot-prompt-similarity 0.5), else the least recently used slot; the
-// slot's tokens past the shared prefix are dropped and only the rest of the
-// prompt is evaluated. usage.prompt_tokens_details.cached_tokens says how
+// --slot-prompt-similarity 0.5): the slot's tokens past the shared prefix
+// are dropped and only the rest of the prompt is evaluated. Any other
+// request takes the least recently used slot, emptied, and evaluates its
+// whole prompt, as in a fresh slot: a prompt is then evaluated in the same
+// batches under every policy, so a kept, swapped or restored KV gives the
+// same answer as memory does (a shorter shared prefix, such as the system
+// prompt alone, is not reused). usage.prompt_tokens_details.cached_tokens says how
 // many prompt tokens were not evaluated. The policies are the systems
 // compared on a real engine:
 //   keep         one slot per user (--slots at least the users): every
 //                user's KV stays in the engine's KV buffer, wherever that
 //                buffer lives (memory, kvtier, the kernel's swap);
 //   recompute    as many slots as the memory budget holds: a user whose slot
-//                went to another evaluates its prompt again (past the prefix
-//                it shares with the slot, the system prompt);
+//                went to another evaluates its whole prompt again;
 //   state-files  as recompute, but each slot's state is written to
 //                --state-dir after each request (after its response, as
 //                llama-server --slot-save-path and LMCache's disk backend
-//                do), and a request whose prompt shares a longer prefix with
-//                a saved state than with its slot loads that state first.
+//                do), and a request that shares over half its prompt with a
+//                saved state, and more than with any slot, loads it first.
 // Requests run one at a time, in arrival order. On SIGTERM or SIGINT the
 // server prints one "server:" line of counters to stderr and exits 0.
 // Exit status: 2 on a bad argument, 1 on an engine error.
@@ -43,40 +46,22 @@ import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import fs from "node:fs";
 import http from "node:http";
 import path from "node:path";
-import { parseArgs } from "node:util";
 
-function usage(message) {
-  process.stderr.write(`openai_server: ${message}\n`);
-  process.exit(2);
-}
+import { parseCommandLine } from "./cli.mjs";
 
-let args;
-try {
-  args = parseArgs({
-    options: {
-      model: { type: "string" },
-      port: { type: "string", default: "8080" },
-      host: { type: "string", default: "127.0.0.1" },
-      policy: { type: "string", default: "keep" },
-      slots: { type: "string", default: "4" },
-      ctx: { type: "string", default: "8192" },
-      threads: { type: "string", default: "2" },
-      "state-dir": { type: "string" },
-      name: { type: "string" },
-      "no-mmap": { type: "boolean", default: false },
-      "max-body": { type: "string", default: "16777216" },
-    },
-    strict: true,
-  }).values;
-} catch (e) {
-  usage(e.message);
-}
-if (!args.model) usage("--model is required (a GGUF file; random_gguf.py writes one)");
-const number = (name, min) => {
-  const v = Number(args[name]);
-  if (!Number.isInteger(v) || v < min) usage(`--${name}=${args[name]}: expected a whole number >= ${min}`);
-  return v;
-};
+const { args, number, usage } = parseCommandLine("openai_server", {
+  model: { type: "string" },
+  port: { type: "string", default: "8080" },
+  host: { type: "string", default: "127.0.0.1" },
+  policy: { type: "string", default: "keep" },
+  slots: { type: "string", default: "4" },
+  ctx: { type: "string", default: "8192" },
+  threads: { type: "string", default: "2" },
+  "state-dir": { type: "string" },
+  name: { type: "string" },
+  "no-mmap": { type: "boolean", default: false },
+  "max-body": { type: "string", default: "16777216" },
+});
 const port = number("port", 0);
 const slotCount = number("slots", 1);
 const ctx = number("ctx", 64);
@@ -157,14 +142,18 @@ async function main() {
   // have: the slot's own, or a saved state's. Returns the slot and the
   // number of prompt tokens already in it.
   async function takeSlot(prompt) {
+    const similar = (shared) => shared * 2 > prompt.length;
     let best = null, bestShared = 0;
     for (const s of slots) {
       const shared = commonPrefix(s.seq.contextTokens, prompt);
       if (shared > bestShared) { best = s; bestShared = shared; }
     }
-    if (best === null || bestShared * 2 <= prompt.length) {
+    if (best === null || !similar(bestShared)) {
+      // Another conversation: the least recently used slot, emptied, so the
+      // prompt is evaluated whole as it would be in a fresh slot (the same
+      // batches under every policy, hence the same answer).
       best = slots.reduce((a, b) => (b.used < a.used ? b : a));
-      bestShared = commonPrefix(best.seq.contextTokens, prompt);
+      bestShared = 0;
       best.state = -1;
     }
     best.used = ++clock;
@@ -172,7 +161,7 @@ async function main() {
       let file = -1, fileShared = bestShared;
       states.forEach((st, i) => {
         const shared = commonPrefix(st.tokens, prompt);
-        if (shared > fileShared) { file = i; fileShared = shared; }
+        if (similar(shared) && shared > fileShared) { file = i; fileShared = shared; }
       });
       if (file >= 0) {
         const begin = performance.now();
@@ -188,7 +177,11 @@ async function main() {
     // At least one token is evaluated: its logits give the first answer token.
     const keep = Math.min(bestShared, prompt.length - 1);
     const held = best.seq.contextTokens.length;
-    if (keep < held) await best.seq.eraseContextTokenRanges([{ start: keep, end: held }]);
+    if (keep === 0 && held > 0) {
+      await best.seq.clearHistory();
+    } else if (keep < held) {
+      await best.seq.eraseContextTokenRanges([{ start: keep, end: held }]);
+    }
     return { slot: best, cached: keep };
   }
 
@@ -371,6 +364,6 @@ async function main() {
 }
 
 main().catch((e) => {
-  process.stderr.write(`openai_server: ${e?.stack ?? e}\n`);
+  process.stderr.write(`openai_server: ${e?.message ?? e}\n`);
   process.exit(1);
 });
