@@ -17,6 +17,7 @@
 #include "runtime/counters.h"
 #include "runtime/device/device.h"
 #include "runtime/device/sim/sim_device.h"
+#include "tests/testing/skip_without.h"
 
 namespace kvtier::testing {
 
@@ -124,7 +125,7 @@ class SimDeviceTest : public ::testing::Test {
     probe.capacity_bytes = 2 * kMiB;
     Result<std::unique_ptr<SimDevice>> device = SimDevice::Create(probe);
     if (!device.ok() && device.status().message().find("userfaultfd") != std::string::npos) {
-      GTEST_SKIP() << device.status().message();
+      KVTIER_SKIP_WITHOUT(device.status().message());
     }
   }
   uint64_t Get(const std::atomic<uint64_t>& c) const { return Counters::Get(c); }

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <vector>
 
+#include "tests/testing/skip_without.h"
+
 namespace kvtier {
 namespace {
 
@@ -37,7 +39,7 @@ class UffdTest : public ::testing::Test {
  protected:
   void SetUp() override {
     Result<UserFaultFd> u = UserFaultFd::Open();
-    if (!u.ok()) GTEST_SKIP() << u.status().message();
+    if (!u.ok()) KVTIER_SKIP_WITHOUT(u.status().message());
     uffd_ = std::move(u).value();
     Result<ShmViews> v = ShmViews::Create(kPage, kPage, "kvtier:uffd-test");
     ASSERT_TRUE(v.ok()) << v.status().message();

@@ -33,6 +33,7 @@
 #include <thread>
 
 #include "kvtier/stats.h"
+#include "tests/testing/skip_without.h"
 #include "tests/tools/tool_test_util.h"
 #include "tools/stats/stats_reader.h"
 
@@ -124,11 +125,12 @@ uint64_t LoadSeq(const void* map) {
 TEST(StatsWriterNeverWaitsTest, WriterKeepsPublishingWhileAReaderIsFrozenInItsCopy) {
   struct statfs fs;
   if (statfs(kShmRoot, &fs) != 0 || fs.f_type != TMPFS_MAGIC) {
-    GTEST_SKIP() << kShmRoot << " is not a tmpfs; the frozen reader needs MINOR faults on shmem";
+    KVTIER_SKIP_WITHOUT(
+        kShmRoot << " is not a tmpfs; the frozen reader needs MINOR faults on shmem");
   }
   std::string why;
   int uffd = OpenMinorUffd(&why);
-  if (uffd < 0) GTEST_SKIP() << "no userfaultfd to freeze the reader with: " << why;
+  if (uffd < 0) KVTIER_SKIP_WITHOUT("no userfaultfd to freeze the reader with: " << why);
   // Closing the userfaultfd also releases a reader frozen on it.
   struct CloseUffd {
     int* fd;
