@@ -189,13 +189,14 @@ def find_memory_cgroup():
 
 
 class SwapFile:
-    """A swap file in DIR: fallocate, chmod 600, mkswap, swapon; close() undoes it."""
+    """A swap file in DIR: fallocate, chmod 600, mkswap, swapon at the highest
+    priority (used before any swap the machine has); close() undoes it."""
 
     def __init__(self, directory):
         self.path = os.path.join(directory, "swapfile")
         self.on = False
         for cmd in (["fallocate", "-l", SWAP_FILE_SIZE, self.path], ["chmod", "600", self.path],
-                    ["mkswap", self.path], ["swapon", self.path]):
+                    ["mkswap", self.path], ["swapon", "-p", "32767", self.path]):
             p = subprocess.run(cmd, capture_output=True, text=True)
             if p.returncode != 0:
                 self.close()

@@ -249,7 +249,7 @@ Result<ChatAnswer> StreamChat(const Endpoint& endpoint, const ChatRequest& reque
   std::string pending;  // bytes of the body not yet split into lines
   bool done = false;
   char buf[16384];
-  while (!parser.is_done()) {
+  while (!done && !parser.is_done()) {
     parser.get().body().data = buf;
     parser.get().body().size = sizeof buf;
     beast::error_code ec = c.ReadSome(parser);

@@ -47,7 +47,8 @@ struct ChatAnswer {
   int prompt_tokens = -1, completion_tokens = -1, cached_tokens = -1;
 };
 
-// `timeout_s` bounds each step (connect, send, every read): a server that
+// `timeout_s` bounds each step (connect, send, every read; not the name
+// lookup, which is the system resolver's): a server that
 // says nothing for that long fails the request. Fails with one line on a
 // refused connection, an HTTP error status (with the server's message), a
 // chunk that is not JSON or has no choices, an error event, or a stream that

@@ -7,7 +7,7 @@
 //   openai_server.mjs --model M.gguf [--port 8080] [--host 127.0.0.1]
 //                     [--policy keep|recompute|state-files] [--slots 4]
 //                     [--ctx 8192] [--threads 2] [--state-dir DIR]
-//                     [--name NAME] [--no-mmap] [--max-body 16M]
+//                     [--name NAME] [--no-mmap] [--max-body BYTES]
 //
 // Endpoints: POST /v1/chat/completions and /v1/completions (streamed as
 // server-sent events when "stream" is true, with a usage chunk when
@@ -135,7 +135,7 @@ async function main() {
   // Saved states (state-files): file path and the tokens it holds.
   const states = [];
   const counters = { requests: 0, failed: 0, prompt: 0, cached: 0, loads: 0, loadBytes: 0, loadMs: 0,
-                     saves: 0, saveBytes: 0, saveMs: 0 };
+                     saves: 0, saveBytes: 0, saveMs: 0, saveErrors: 0 };
   let clock = 0;
 
   // Picks a slot for `prompt` and brings its KV to the longest prefix it can
@@ -176,6 +176,9 @@ async function main() {
     }
     // At least one token is evaluated: its logits give the first answer token.
     const keep = Math.min(bestShared, prompt.length - 1);
+    // A prompt that continues under half of the slot's saved conversation is
+    // another conversation: it gets a file of its own, not that one.
+    if (best.state >= 0 && keep * 2 <= states[best.state].tokens.length) best.state = -1;
     const held = best.seq.contextTokens.length;
     if (keep === 0 && held > 0) {
       await best.seq.clearHistory();
@@ -219,18 +222,26 @@ async function main() {
     }
     const { slot, cached } = await takeSlot(prompt);
     const out = [];
-    let text = "";
+    let text = "";  // what was sent
     let finish = "length";
+    // Sends the decoded answer's new text; a trailing U+FFFD (a character
+    // whose bytes have not all come yet) is held back until it resolves, so
+    // what is sent only ever grows.
+    const flush = (last) => {
+      let all = model.detokenize(out);
+      if (!last) all = all.replace(/\uFFFD+$/, "");
+      if (all.length <= text.length || !all.startsWith(text)) return true;
+      const ok = send(all.slice(text.length));
+      text = all;
+      return ok;
+    };
     for await (const token of slot.seq.evaluate(prompt.slice(cached), { temperature: 0 })) {
       if (model.isEogToken(token)) { finish = "stop"; break; }
       out.push(token);
-      const all = model.detokenize(out);
-      if (all.length > text.length && all.startsWith(text)) {
-        if (!send(all.slice(text.length))) { finish = "abort"; break; }
-        text = all;
-      }
+      if (!flush(false)) { finish = "abort"; break; }
       if (out.length >= maxTokens) break;
     }
+    if (finish !== "abort" && !flush(true)) finish = "abort";
     counters.requests += 1;
     counters.prompt += prompt.length;
     counters.cached += cached;
@@ -261,14 +272,14 @@ async function main() {
       : { index: 0, text: piece ?? "", finish_reason: finish });
     const stream = body.stream === true;
     const withUsage = body.stream_options?.include_usage === true;
-    let closed = false;
-    res.on("close", () => { closed = !res.writableFinished; });
+    const closed = () => res.gone || res.destroyed;
+    if (closed()) return;  // the client left while the request waited its turn
     const event = (data) => res.write(`data: ${JSON.stringify(data)}\n\n`);
     const chunk = (choices, extra = {}) =>
       event({ id, object: kind === "chat" ? "chat.completion.chunk" : "text_completion", created,
               model: modelName, choices, ...extra });
     const send = (piece) => {
-      if (closed) return false;
+      if (closed()) return false;
       if (stream) {
         if (!res.headersSent) {
           res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" });
@@ -278,7 +289,7 @@ async function main() {
       return true;
     };
     const result = await complete(kind, body, send);
-    if (!closed) {
+    if (!closed()) {
       if (stream) {
         if (!res.headersSent) res.writeHead(200, { "Content-Type": "text/event-stream" });
         chunk([choice(null, result.finish)]);
@@ -292,7 +303,16 @@ async function main() {
                           usage: result.usage });
       }
     }
-    if (policy === "state-files") await saveSlot(result.slot);
+    if (policy === "state-files") {
+      // After the response: a failed save is this server's problem, not the
+      // request's (the state is simply not there to load next time).
+      try {
+        await saveSlot(result.slot);
+      } catch (e) {
+        counters.saveErrors += 1;
+        process.stderr.write(`openai_server: saving a slot's state: ${e?.message ?? e}\n`);
+      }
+    }
   }
 
   function reply(res, status, data) {
@@ -315,6 +335,7 @@ async function main() {
   }
 
   const server = http.createServer((req, res) => {
+    res.on("close", () => { res.gone = !res.writableFinished; });
     const url = new URL(req.url, "http://server");
     const route = `${req.method} ${url.pathname.replace(/\/+$/, "")}`;
     if (route === "GET /health") return reply(res, 200, { status: "ok" });
@@ -346,7 +367,7 @@ async function main() {
       `${counters.requests} requests (${counters.failed} failed), ${counters.prompt} prompt tokens, ` +
       `${counters.cached} reused; ${counters.loads} state loads (${counters.loadBytes} bytes, ` +
       `${counters.loadMs.toFixed(1)} ms), ${counters.saves} saves (${counters.saveBytes} bytes, ` +
-      `${counters.saveMs.toFixed(1)} ms)\n`);
+      `${counters.saveMs.toFixed(1)} ms, ${counters.saveErrors} failed)\n`);
     server.close();
     queue.finally(async () => {
       await context.dispose();
