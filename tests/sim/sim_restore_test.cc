@@ -193,6 +193,8 @@ TEST_F(SimDiskTest, AStrideLearnedFromFaultsBringsASpanBackInEveryLayer) {
   for (uint32_t l = 1; l < kLayers; ++l) {
     EXPECT_TRUE(WaitForTier(r, l * kLayer + 4, Tier::kDevice)) << "layer " << l;
   }
+  // Layer 0's faults are counted by then (the reader may run on before).
+  ASSERT_TRUE(events_.WaitForPagesReported(r.id, 4, 8));
   const uint64_t faults = Get(counters_.faults);
   for (uint32_t l = 1; l < kLayers; ++l) {
     const uint32_t p = l * kLayer + 4;

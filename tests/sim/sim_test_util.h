@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -67,6 +68,22 @@ class RecordingEvents : public DeviceEvents {
   bool WaitForArrivals(size_t n) {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, kEventDeadline, [&] { return faults_.size() + ahead_.size() >= n; });
+  }
+  // Each of pages [first, first+count) of a region reported, as a fault or
+  // as brought back ahead: its counters are settled then (a toucher woken by
+  // an install may run before they are).
+  bool WaitForPagesReported(RegionId region, uint32_t first, uint32_t count) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kEventDeadline, [&] {
+      for (uint32_t p = first; p < first + count; ++p) {
+        auto is_p = [&](const auto& e) { return e.region == region && e.page == p; };
+        if (std::none_of(faults_.begin(), faults_.end(), is_p) &&
+            std::none_of(ahead_.begin(), ahead_.end(), is_p)) {
+          return false;
+        }
+      }
+      return true;
+    });
   }
   bool WaitForEvictions(size_t n) {
     std::unique_lock<std::mutex> lock(mu_);
