@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
 # A real Prometheus scraping kvtier-exporter while the demo engine runs
 # under the preload on the simulated GPU. Checks, through Prometheus's HTTP
-# API, that every PromQL query the README lists under "Useful queries"
+# API, that every PromQL query docs/metrics.md lists under "Useful queries"
 # returns a series of the engine, with a sane value, and that
 # `promtool check metrics` accepts the exporter's output. Fails (never
 # skips) when prometheus or promtool is missing: scripts/setup-deps
 # installs them.
 #
-#   prometheus_test.sh --exporter BIN --engine BIN --preload LIST --readme FILE [--env K=V]...
+#   prometheus_test.sh --exporter BIN --engine BIN --preload LIST --doc FILE [--env K=V]...
 set -euo pipefail
 
-exporter="" engine="" preload="" readme=""
+exporter="" engine="" preload="" doc=""
 engine_env=()
 while (($#)); do
   case $1 in
     --exporter) exporter=$2; shift 2 ;;
     --engine) engine=$2; shift 2 ;;
     --preload) preload=$2; shift 2 ;;
-    --readme) readme=$2; shift 2 ;;
+    --doc) doc=$2; shift 2 ;;
     --env) engine_env+=("$2"); shift 2 ;;
     *) echo "prometheus_test: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -113,8 +113,8 @@ scraped_after() { (($(samples) >= $1)); }
 held_at=$(samples)
 wait_for 30 scraped_after $((held_at + 2)) || fail "Prometheus stopped scraping (at $(samples) samples)"
 
-# The README's queries, as written there.
-mapfile -t queries < <(python3 - "$readme" <<'PY'
+# The page's queries, as written there.
+mapfile -t queries < <(python3 - "$doc" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 start = text.index("Useful queries:")
@@ -123,9 +123,9 @@ for q in re.findall(r"`([^`]+)`", para):
     print(" ".join(q.split()))  # a query may wrap across lines
 PY
 )
-((${#queries[@]} >= 4)) || fail "found ${#queries[@]} queries in the README, expected at least 4"
+((${#queries[@]} >= 4)) || fail "found ${#queries[@]} queries in $doc, expected at least 4"
 for q in "${queries[@]}"; do
-  answer=$(query "$q") || fail "Prometheus refused the README's query $q"
+  answer=$(query "$q") || fail "Prometheus refused the documented query $q"
   verdict=$(python3 - "$q" "$engine_pid" "$answer" <<'PY'
 import json, math, sys
 q, pid, answer = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
@@ -147,8 +147,8 @@ print("ok %.6g" % v)
 PY
 )
   echo "query $q -> $verdict"
-  [[ $verdict == ok* ]] || fail "README query $q: $verdict"
+  [[ $verdict == ok* ]] || fail "documented query $q: $verdict"
 done
 touch "$release"
 wait "$engine_pid" || fail "the engine exited with status $?"
-echo "prometheus_test: OK (${#queries[@]} README queries answered by Prometheus $(prometheus --version 2>&1 | head -n 1 | awk '{print $3}'))"
+echo "prometheus_test: OK (${#queries[@]} documented queries answered by Prometheus $(prometheus --version 2>&1 | head -n 1 | awk '{print $3}'))"
