@@ -67,6 +67,26 @@ TEST(PageCipherTest, ASealedPageHoldsNoneOfItsBytesAndOpensBackExactly) {
   EXPECT_EQ(in_place, page);
 }
 
+TEST(PageCipherTest, PagesOfAnyLengthOpenBackExactly) {
+  // Seal goes through a small chunk: lengths around and across its size,
+  // a short page, and a 2 MiB page.
+  auto cipher = MakeCipher();
+  ASSERT_TRUE(cipher);
+  for (size_t len : {size_t{1}, size_t{4095}, size_t{16383}, size_t{16384}, size_t{16385},
+                     size_t{40000}, size_t{65536}, (size_t{2} << 20) + 7}) {
+    const std::vector<uint8_t> page = Pattern(len, 11);
+    std::vector<uint8_t> sealed(len);
+    uint8_t tag[kSealTagBytes];
+    const SealId id{4, 1, {2, 3}};
+    ASSERT_TRUE(cipher->Seal(id, page.data(), sealed.data(), len, tag).ok()) << len;
+    if (len >= 64) {
+      EXPECT_NE(memcmp(sealed.data() + len - 64, page.data() + len - 64, 64), 0) << len;
+    }
+    ASSERT_TRUE(cipher->Open(id, sealed.data(), len, tag).ok()) << len;
+    EXPECT_EQ(sealed, page) << len;
+  }
+}
+
 TEST(PageCipherTest, AnotherSlotGenerationPlaceTagOrAFlippedBitFailsTheTag) {
   auto cipher = MakeCipher();
   ASSERT_TRUE(cipher);
