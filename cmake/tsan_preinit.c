@@ -12,7 +12,8 @@
 //    CUDA afresh), which TSan otherwise refuses outright;
 //  - second_deadlock_stack=1: both stacks of a lock-order inversion.
 void __tsan_init(void);
-__attribute__((section(".preinit_array"), used)) static void (*kvtier_tsan_preinit)(void) = __tsan_init;
+__attribute__((section(".preinit_array"),
+               used)) static void (*kvtier_tsan_preinit)(void) = __tsan_init;
 
 const char* __tsan_default_options(void) {
   return "suppressions=" KVTIER_TSAN_SUPPRESSIONS " die_after_fork=0 second_deadlock_stack=1";

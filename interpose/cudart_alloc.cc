@@ -28,7 +28,8 @@ cudaError_t MallocAsync(void** devPtr, size_t size, cudaStream_t stream, const v
     case Mode::kPassThrough:
       break;
     case Mode::kSim:
-      if (!TheSimCudaRuntime().ValidStream(stream)) return SimResult(cudaErrorInvalidResourceHandle);
+      if (!TheSimCudaRuntime().ValidStream(stream))
+        return SimResult(cudaErrorInvalidResourceHandle);
       return SimResult(NoThrow([&] { return SimAllocate(devPtr, size, HookName(id), caller); }));
     case Mode::kTier:
       return NoThrow([&] {
@@ -51,7 +52,8 @@ cudaError_t FreeAsync(void* devPtr, cudaStream_t stream) {
     case Mode::kPassThrough:
       break;
     case Mode::kSim:
-      if (!TheSimCudaRuntime().ValidStream(stream)) return SimResult(cudaErrorInvalidResourceHandle);
+      if (!TheSimCudaRuntime().ValidStream(stream))
+        return SimResult(cudaErrorInvalidResourceHandle);
       return SimResult(NoThrow([&] { return SimRelease(devPtr, HookName(id)); }));
     case Mode::kTier:
       return NoThrow([&] {

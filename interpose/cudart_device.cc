@@ -89,7 +89,8 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags)
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int flags, int priority) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaStreamCreateWithPriority>(pStream, flags, priority);
-  return SimResult(NoThrow([&] { return TheSimCudaRuntime().CreateStream(flags, priority, pStream); }));
+  return SimResult(
+      NoThrow([&] { return TheSimCudaRuntime().CreateStream(flags, priority, pStream); }));
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
@@ -101,31 +102,36 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaStreamSynchronize>(stream);
-  return SimResult(TheSimCudaRuntime().ValidStream(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
+  return SimResult(TheSimCudaRuntime().ValidStream(stream) ? cudaSuccess
+                                                           : cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaStreamSynchronize_ptsz>(stream);
-  return SimResult(TheSimCudaRuntime().ValidStream(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
+  return SimResult(TheSimCudaRuntime().ValidStream(stream) ? cudaSuccess
+                                                           : cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaStreamQuery>(stream);
-  return SimResult(TheSimCudaRuntime().ValidStream(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
+  return SimResult(TheSimCudaRuntime().ValidStream(stream) ? cudaSuccess
+                                                           : cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaStreamQuery_ptsz>(stream);
-  return SimResult(TheSimCudaRuntime().ValidStream(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
+  return SimResult(TheSimCudaRuntime().ValidStream(stream) ? cudaSuccess
+                                                           : cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) {
   HookScope scope;
   if (!Sim(scope)) return CallReal<HookId::cudaEventCreate>(event);
-  return SimResult(NoThrow([&] { return TheSimCudaRuntime().CreateEvent(cudaEventDefault, event); }));
+  return SimResult(
+      NoThrow([&] { return TheSimCudaRuntime().CreateEvent(cudaEventDefault, event); }));
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {

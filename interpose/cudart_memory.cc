@@ -140,7 +140,8 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, 
   HookScope scope;
   if (scope.mode() != Mode::kSim) return CallReal<id>(dst, src, count, kind, stream...);
   if constexpr (sizeof...(Stream) > 0) {
-    if (!TheSimCudaRuntime().ValidStream(stream...)) return SimResult(cudaErrorInvalidResourceHandle);
+    if (!TheSimCudaRuntime().ValidStream(stream...))
+      return SimResult(cudaErrorInvalidResourceHandle);
   }
   return SimResult(SimCopy(dst, src, count, RawEnum(kind)));
 }
@@ -151,7 +152,8 @@ cudaError_t Fill(void* devPtr, int value, size_t count, Stream... stream) {
   HookScope scope;
   if (scope.mode() != Mode::kSim) return CallReal<id>(devPtr, value, count, stream...);
   if constexpr (sizeof...(Stream) > 0) {
-    if (!TheSimCudaRuntime().ValidStream(stream...)) return SimResult(cudaErrorInvalidResourceHandle);
+    if (!TheSimCudaRuntime().ValidStream(stream...))
+      return SimResult(cudaErrorInvalidResourceHandle);
   }
   return SimResult(SimFill(devPtr, value, count));
 }

@@ -80,8 +80,12 @@ constinit bool g_resolved = false;  // g_next is filled in (release/acquire)
 // Sizes at or above this ask the runtime; the largest size_t: never.
 constinit size_t g_threshold = SIZE_MAX;
 
-KVTIER_NOT_SANITIZED inline bool Resolved() { return __atomic_load_n(&g_resolved, __ATOMIC_ACQUIRE); }
-KVTIER_NOT_SANITIZED inline size_t Threshold() { return __atomic_load_n(&g_threshold, __ATOMIC_RELAXED); }
+KVTIER_NOT_SANITIZED inline bool Resolved() {
+  return __atomic_load_n(&g_resolved, __ATOMIC_ACQUIRE);
+}
+KVTIER_NOT_SANITIZED inline size_t Threshold() {
+  return __atomic_load_n(&g_threshold, __ATOMIC_RELAXED);
+}
 
 // The arena that serves dlsym's allocations while the next functions are
 // looked up (a few small blocks, once per process).
@@ -136,7 +140,8 @@ KVTIER_NOT_SANITIZED void Lookup(Fn* out, const char* name) {
 
 // The next allocator's functions; nullptr while this thread resolves them.
 KVTIER_NOT_SANITIZED inline const NextHeap* Next() {
-  if (Resolved()) [[likely]] return &g_next;
+  if (Resolved()) [[likely]]
+    return &g_next;
   return Resolve() ? &g_next : nullptr;
 }
 
@@ -218,7 +223,8 @@ __attribute__((constructor)) void InitHostHeap() {
   Result<AllocationMatcher> match = AllocationMatcher::Parse(options.match);
   if (!match.ok()) return;  // ProcessOptions has already stopped the process
   if (dlsym(RTLD_DEFAULT, "malloc") != reinterpret_cast<void*>(&::malloc)) {
-    Log(0, "KVTIER_BACKEND=host: the program's malloc is not kvtier's (another allocator "
+    Log(0,
+        "KVTIER_BACKEND=host: the program's malloc is not kvtier's (another allocator "
         "comes first in the lookup order); no heap block will be tiered");
     return;
   }
@@ -231,9 +237,9 @@ __attribute__((constructor)) void InitHostHeap() {
 }  // namespace kvtier::interpose
 
 using kvtier::VaRange;
-using kvtier::interpose::Threshold;
 using kvtier::interpose::Next;
 using kvtier::interpose::NextHeap;
+using kvtier::interpose::Threshold;
 
 namespace kvtier::interpose {
 namespace {
@@ -281,7 +287,7 @@ namespace kvtier::interpose {
 namespace {
 
 [[gnu::noinline]] KVTIER_NOT_SANITIZED void* CallocSlow(size_t count, size_t size,
-                                                    const void* caller) {
+                                                        const void* caller) {
   size_t bytes = 0;
   if (__builtin_mul_overflow(count, size, &bytes)) {
     errno = ENOMEM;
@@ -300,7 +306,8 @@ namespace {
   if (InArena(p)) {  // out of the arena, into the heap
     void* moved = next ? next->malloc(bytes) : ArenaAlloc(bytes, 16);
     if (moved && p) {
-      const size_t room = static_cast<size_t>(g_arena + kArenaBytes - static_cast<unsigned char*>(p));
+      const size_t room =
+          static_cast<size_t>(g_arena + kArenaBytes - static_cast<unsigned char*>(p));
       memcpy(moved, p, bytes < room ? bytes : room);
     }
     return moved;
@@ -309,9 +316,8 @@ namespace {
 }
 
 [[gnu::noinline]] KVTIER_NOT_SANITIZED int PosixMemalignSlow(void** out, size_t align, size_t bytes,
-                                                         const void* caller) {
-  if (bytes >= Threshold() && ValidAlignment(align) &&
-      align % sizeof(void*) == 0) {
+                                                             const void* caller) {
+  if (bytes >= Threshold() && ValidAlignment(align) && align % sizeof(void*) == 0) {
     if (void* p = TryTier(bytes, align, "posix_memalign", caller)) {
       *out = p;
       return 0;
@@ -329,8 +335,7 @@ namespace {
 
 KVTIER_HEAP_EXPORT void* calloc(size_t count, size_t size) noexcept {
   size_t bytes = 0;
-  if (!__builtin_mul_overflow(count, size, &bytes) &&
-      bytes < Threshold() &&
+  if (!__builtin_mul_overflow(count, size, &bytes) && bytes < Threshold() &&
       kvtier::interpose::Resolved()) [[likely]] {
     return kvtier::interpose::g_next.calloc(count, size);
   }
@@ -359,8 +364,9 @@ namespace {
 // valloc, pvalloc): a tiered block when large and matched; nullptr: the
 // caller allocates with the next allocator.
 KVTIER_NOT_SANITIZED inline void* TierIfLarge(size_t bytes, size_t align, const char* api,
-                                          const void* caller) {
-  if (bytes < Threshold() || !ValidAlignment(align)) [[likely]] return nullptr;
+                                              const void* caller) {
+  if (bytes < Threshold() || !ValidAlignment(align)) [[likely]]
+    return nullptr;
   return TryTier(bytes, align, api, caller);
 }
 
@@ -396,7 +402,8 @@ KVTIER_HEAP_EXPORT void* pvalloc(size_t bytes) noexcept {
 }
 
 KVTIER_HEAP_EXPORT size_t malloc_usable_size(void* p) noexcept {
-  if (VaRange::Process().Contains(p)) [[unlikely]] return kvtier::interpose::TieredBytes(p);
+  if (VaRange::Process().Contains(p)) [[unlikely]]
+    return kvtier::interpose::TieredBytes(p);
   if (p == nullptr || kvtier::interpose::InArena(p)) return 0;
   const NextHeap* next = Next();
   return next && next->malloc_usable_size ? next->malloc_usable_size(p) : 0;

@@ -66,8 +66,8 @@ struct AccessGroupOptions {
   uint32_t episode_max_ticks = 5;
   uint32_t writer_ticks = 200;      // a session's new blocks come at most this far apart (2 s)
   uint32_t visit_gap_ticks = 1000;  // a visit starts after this long without evidence (10 s)
-  double trust_spread = 0.15;   // trusted when the error EWMA is below this share of the interval
-  double alpha = 0.5;           // weight of the newest interval in the EWMAs
+  double trust_spread = 0.15;  // trusted when the error EWMA is below this share of the interval
+  double alpha = 0.5;          // weight of the newest interval in the EWMAs
 };
 
 struct AccessGroup {
@@ -115,7 +115,9 @@ class AccessGroups {
   GroupId GroupOf(uint64_t slot) const;
   AccessGroup& group(GroupId id) { return groups_[id]; }
   const AccessGroup& group(GroupId id) const { return groups_[id]; }
-  bool Alive(GroupId id) const { return id != kNoGroup && id < groups_.size() && groups_[id].live > 0; }
+  bool Alive(GroupId id) const {
+    return id != kNoGroup && id < groups_.size() && groups_[id].live > 0;
+  }
   GroupId shared() const { return shared_; }
   // The slot whose fault counts as a visit of `g` (a prefetch left it out).
   void SetMarker(GroupId g, uint64_t slot) { groups_[g].marker = slot; }
@@ -185,10 +187,10 @@ class AccessGroups {
   std::vector<Evidence> pending_;
   Episode episode_;
   GroupId shared_ = kNoGroup;
-  std::vector<GroupId> touched_;  // groups with evidence this tick
-  GroupId written_ = kNoGroup;    // took the closed episode's first touches
-  GroupId writer_ = kNoGroup;     // the session being written
-  uint32_t writer_last_ = 0;      // its last first touch
+  std::vector<GroupId> touched_;    // groups with evidence this tick
+  GroupId written_ = kNoGroup;      // took the closed episode's first touches
+  GroupId writer_ = kNoGroup;       // the session being written
+  uint32_t writer_last_ = 0;        // its last first touch
   bool writer_prefilling_ = false;  // its last episode wrote a burst (a prefill)
   // More new slots than this in one episode are a prefill, not a decode's
   // trickle (a decode step writes one block per running request).

@@ -21,7 +21,9 @@ void SortColdestFirst(std::vector<PageRef>* pages) {
   });
 }
 
-Tier TierOf(const Region& r, uint32_t page) { return r.pages[page].tier.load(std::memory_order_relaxed); }
+Tier TierOf(const Region& r, uint32_t page) {
+  return r.pages[page].tier.load(std::memory_order_relaxed);
+}
 
 }  // namespace
 
@@ -163,7 +165,7 @@ void LruPolicy::Decide(const PolicyView& view, Decisions* out) {
       if ((rec.flags.load(std::memory_order_relaxed) & kPageWillNeed) &&
           TierOf(*r, e.page) != Tier::kDevice) {
         if (device_used + r->page_size > view.device().high) return;  // more wait for room
-        if (up + r->page_size > view.budget.up) return;  // the rest next tick
+        if (up + r->page_size > view.budget.up) return;               // the rest next tick
         up += r->page_size;
         out->moves.push_back({r->id, e.page, Tier::kDevice});
         device_.push_back({r->id, e.page, rec.last_access});

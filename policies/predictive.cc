@@ -109,7 +109,7 @@ void PredictivePolicy::Probe(Plan& plan) {
       recent_.pop_front();  // used again since, gone, or probed already
       continue;
     }
-    if (!pressure) break;  // probe later, if memory gets tight
+    if (!pressure) break;                     // probe later, if memory gets tight
     if (now - tick >= options_.idle_ticks) {  // idle long enough: no probe needed
       if (!ArmMarker(plan, g)) return;
       Rank(g, Where::kDevice, now);
@@ -200,8 +200,7 @@ void PredictivePolicy::OnVisit(const EpisodeVisit& v, uint32_t now) {
   // first layer first); those on the device faulted, or are resident and
   // may be in use: they stay (so a group caught in its demotion keeps what
   // is still on the device).
-  if (returning && v.faulted > 0 &&
-      uint64_t{v.faulted} * 4 < uint64_t{groups_.group(g).live} * 3) {
+  if (returning && v.faulted > 0 && uint64_t{v.faulted} * 4 < uint64_t{groups_.group(g).live} * 3) {
     const GroupId rest = groups_.SplitOffAfterVisit(g, [&](uint64_t slot) {
       Region* r = index_.Find(KeyRegion(slot));
       return r && KeyPage(slot) < r->pages.size() && TierOf(*r, KeyPage(slot)) == Tier::kDevice;

@@ -104,9 +104,9 @@ namespace kvtier {
 struct PredictiveOptions {
   bool predict = true;
   AccessGroupOptions groups;
-  uint32_t active_ticks = 20;   // evidence this recent: in use, no probe yet (200 ms)
-  uint32_t probe_ticks = 10;    // a probe that does not fault this long: idle (100 ms)
-  uint32_t idle_ticks = 3000;   // no evidence this long: idle without a probe (30 s)
+  uint32_t active_ticks = 20;     // evidence this recent: in use, no probe yet (200 ms)
+  uint32_t probe_ticks = 10;      // a probe that does not fault this long: idle (100 ms)
+  uint32_t idle_ticks = 3000;     // no evidence this long: idle without a probe (30 s)
   uint32_t desperate_ticks = 50;  // a fault's victim of last resort: no evidence this long (500 ms)
   // Bytes of each layer after a first-touched block populated too: one
   // 2 MiB VA block (32 blocks of 64 KiB, or one page of 2 MiB).
@@ -137,16 +137,16 @@ class PredictivePolicy : public Policy {
   struct Place {
     Where where = Where::kNone;
     bool trusted = false;
-    uint64_t key = 0;     // its key in the set it is in
-    uint8_t queued = 0;   // entries in demand_ and prefetch_
-    bool armed = false;   // prefetched with its marker left out
-    bool spilled = false; // its host pages went to disk
+    uint64_t key = 0;          // its key in the set it is in
+    uint8_t queued = 0;        // entries in demand_ and prefetch_
+    bool armed = false;        // prefetched with its marker left out
+    bool spilled = false;      // its host pages went to disk
     bool left_behind = false;  // its demotion skipped pages it could not move
     uint32_t returned_at = 0;  // tick it faulted while off the device, not prefetched
-    bool idle = false;    // ranked as idle (a victim candidate) when last ranked
-    uint32_t misses = 0;  // predicted returns that did not come, in a row
-    uint32_t due = 0;     // predicted use of the prefetch under way
-    uint32_t probed = 0;  // tick its probe page was demoted (0: none)
+    bool idle = false;         // ranked as idle (a victim candidate) when last ranked
+    uint32_t misses = 0;       // predicted returns that did not come, in a row
+    uint32_t due = 0;          // predicted use of the prefetch under way
+    uint32_t probed = 0;       // tick its probe page was demoted (0: none)
     Cursor cursor;
     Cursor squeeze;  // DemoteInUse's walk: it keeps its rank, and the other walks their place
   };
@@ -158,14 +158,14 @@ class PredictivePolicy : public Policy {
     uint32_t now;
     uint64_t up_left = 0, down_left = 0, spill_left = 0;
     uint64_t demand_up_left = 0, demand_down_left = 0;  // demand may borrow ahead
-    uint64_t dev_used = 0;   // device bytes after the moves planned so far
-    uint64_t host_used = 0;  // host bytes after them
-    bool demand = false;     // planning a demand promotion now
-    bool desperate = false;  // the engine waits on a fault: any group not in this burst may go
+    uint64_t dev_used = 0;     // device bytes after the moves planned so far
+    uint64_t host_used = 0;    // host bytes after them
+    bool demand = false;       // planning a demand promotion now
+    bool desperate = false;    // the engine waits on a fault: any group not in this burst may go
     bool prefetching = false;  // victims must return after `due`
     uint32_t due = 0;
-    std::vector<GroupId> walked = {};  // victims picked this tick
-    std::vector<GroupId> squeezed = {};  // in-use groups DemoteInUse found nothing more in
+    std::vector<GroupId> walked = {};           // victims picked this tick
+    std::vector<GroupId> squeezed = {};         // in-use groups DemoteInUse found nothing more in
     uint32_t squeeze_scan_left = kSqueezeScan;  // pages DemoteInUse may still look at
   };
   enum class Step { kDone, kNoBudget, kNoRoom };

@@ -43,8 +43,8 @@ bool PredictivePolicy::DemoteUnclaimed(Plan& plan, MoveClass why, bool unwritten
   return false;
 }
 
-PredictivePolicy::Next PredictivePolicy::DemoteNext(Plan& plan, GroupId g, Cursor& c,
-                                                     MoveClass why, bool in_use) {
+PredictivePolicy::Next PredictivePolicy::DemoteNext(Plan& plan, GroupId g, Cursor& c, MoveClass why,
+                                                    bool in_use) {
   bool demoted = false, blocked = false;
   const bool done = Walk(g, Order::kSlotMajor, c, [&](const Region& r, uint32_t page, bool) {
     const PageRecord& rec = r.pages[page];
@@ -212,7 +212,8 @@ void PredictivePolicy::Demand(Plan& plan) {
           const Region* r = index_.Find(KeyRegion(b.slots[b.i]));
           if (!r) continue;
           const std::vector<Region*>& mine = index_.Siblings(r->size);
-          if (b.layer >= mine.size() || KeyPage(b.slots[b.i]) >= mine[b.layer]->pages.size()) continue;
+          if (b.layer >= mine.size() || KeyPage(b.slots[b.i]) >= mine[b.layer]->pages.size())
+            continue;
           if (PromotePage(plan, *mine[b.layer], KeyPage(b.slots[b.i]), MoveClass::kDemand,
                           b.populate) == Step::kNoBudget) {
             return;
@@ -284,8 +285,8 @@ void PredictivePolicy::Prefetch(Plan& plan) {
     if (groups_.Alive(g)) {
       const uint64_t marker = groups_.group(g).slots.front();
       const Region* r = index_.Find(KeyRegion(marker));
-      p.armed = r && KeyPage(marker) < r->pages.size() &&
-                TierOf(*r, KeyPage(marker)) != Tier::kDevice;
+      p.armed =
+          r && KeyPage(marker) < r->pages.size() && TierOf(*r, KeyPage(marker)) != Tier::kDevice;
       if (p.armed) groups_.SetMarker(g, marker);
     }
   }

@@ -21,13 +21,14 @@ struct Entry {
 
 const std::vector<Entry>& Entries() {
   static const std::vector<Entry> entries = {
-      {"lru", [](const TieringOptions&, const PolicySettings&) { return std::make_unique<LruPolicy>(); }},
-      {"lfu-aging",
-       [](const TieringOptions& o, const PolicySettings&) { return std::make_unique<LfuAgingPolicy>(o); }},
-      {"s3fifo",
-       [](const TieringOptions& o, const PolicySettings&) { return std::make_unique<S3FifoPolicy>(o); }},
-      {"cost-aware",
-       [](const TieringOptions& o, const PolicySettings&) { return std::make_unique<CostAwarePolicy>(o); }},
+      {"lru",
+       [](const TieringOptions&, const PolicySettings&) { return std::make_unique<LruPolicy>(); }},
+      {"lfu-aging", [](const TieringOptions& o,
+                       const PolicySettings&) { return std::make_unique<LfuAgingPolicy>(o); }},
+      {"s3fifo", [](const TieringOptions& o,
+                    const PolicySettings&) { return std::make_unique<S3FifoPolicy>(o); }},
+      {"cost-aware", [](const TieringOptions& o,
+                        const PolicySettings&) { return std::make_unique<CostAwarePolicy>(o); }},
       {"predictive",
        [](const TieringOptions&, const PolicySettings& s) {
          PredictiveOptions p;

@@ -189,7 +189,7 @@ void TieringPolicy::Decide(const PolicyView& view, Decisions* out) {
                                                        : 0;
   auto sat_add = [](uint64_t a, uint64_t b) {
     return a > std::numeric_limits<uint64_t>::max() - b ? std::numeric_limits<uint64_t>::max()
-                                                         : a + b;
+                                                        : a + b;
   };
 
   // Plan promotions within the up budget. Victims make them room: enough to

@@ -54,7 +54,8 @@ namespace kvtier {
 // that other callers cost one dladdr, not a stack walk. Checked on the real
 // CPU build (tests/engines/llama.cpp, well within CallSite::kFrames) and
 // on replays; the CUDA build allocates through the same constructor.
-inline constexpr const char* kDefaultRule = "size>=32M,run>=3;lib~ggml,sym~llama_kv_cacheC,size>=1M";
+inline constexpr const char* kDefaultRule =
+    "size>=32M,run>=3;lib~ggml,sym~llama_kv_cacheC,size>=1M";
 
 class AllocationMatcher {
  public:

@@ -49,7 +49,8 @@ void ResetInChild() {
   // were dropped by fork; the child builds its own runtime if it uses CUDA.
   // The parent's instance is leaked: a parent thread may have held one of its
   // locks at fork time.
-  if (Runtime* parent = g_runtime.load(std::memory_order_relaxed)) parent->device().AfterForkInChild();
+  if (Runtime* parent = g_runtime.load(std::memory_order_relaxed))
+    parent->device().AfterForkInChild();
   g_runtime.store(nullptr, std::memory_order_relaxed);
   g_init_done.store(false, std::memory_order_relaxed);
   new (&g_init_mu) Mutex();
@@ -80,7 +81,8 @@ Runtime* StartHost(const Options& options) {
     return nullptr;
   }
   if (options.disk_budget == 0) {
-    Log(0, "KVTIER_BACKEND=host with KVTIER_DISK_BUDGET=0: there is no disk tier, so tiered "
+    Log(0,
+        "KVTIER_BACKEND=host with KVTIER_DISK_BUDGET=0: there is no disk tier, so tiered "
         "blocks stay in memory (set KVTIER_DISK_BUDGET to spill them to SSD)");
   }
   // Room for every block kvtier can back, twice over (alignment, reuse).

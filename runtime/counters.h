@@ -18,8 +18,12 @@ struct Counters {
 #include "kvtier/stats_fields.def"
 #undef KVTIER_STAT
 
-  static void Add(std::atomic<uint64_t>& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
-  static void Sub(std::atomic<uint64_t>& c, uint64_t n = 1) { c.fetch_sub(n, std::memory_order_relaxed); }
+  static void Add(std::atomic<uint64_t>& c, uint64_t n = 1) {
+    c.fetch_add(n, std::memory_order_relaxed);
+  }
+  static void Sub(std::atomic<uint64_t>& c, uint64_t n = 1) {
+    c.fetch_sub(n, std::memory_order_relaxed);
+  }
   static void Set(std::atomic<uint64_t>& c, uint64_t v) { c.store(v, std::memory_order_relaxed); }
   static uint64_t Get(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); }
   // Raises a peak gauge to at least v.
@@ -38,10 +42,17 @@ struct Counters {
 inline void AccountTierBytes(Counters& c, Tier tier, uint64_t bytes, bool add) {
   std::atomic<uint64_t>* gauge = nullptr;
   switch (tier) {
-    case Tier::kDevice: gauge = &c.device_used_bytes; break;
-    case Tier::kHost: gauge = &c.host_used_bytes; break;
-    case Tier::kDisk: gauge = &c.disk_used_bytes; break;
-    case Tier::kUntouched: return;
+    case Tier::kDevice:
+      gauge = &c.device_used_bytes;
+      break;
+    case Tier::kHost:
+      gauge = &c.host_used_bytes;
+      break;
+    case Tier::kDisk:
+      gauge = &c.disk_used_bytes;
+      break;
+    case Tier::kUntouched:
+      return;
   }
   if (!add) {
     Counters::Sub(*gauge, bytes);

@@ -40,11 +40,16 @@ Result<MatchRule> MatchRule::Parse(std::string_view text) {
     if (op_pos == std::string_view::npos) return bad("no operator");
     name = TrimBlanks(term.substr(0, op_pos));
     std::string_view op_and_value = term.substr(op_pos);
-    if (op_and_value.starts_with(">=")) t.op = Op::kGe, value = op_and_value.substr(2);
-    else if (op_and_value.starts_with("<=")) t.op = Op::kLe, value = op_and_value.substr(2);
-    else if (op_and_value.starts_with(">")) t.op = Op::kGt, value = op_and_value.substr(1);
-    else if (op_and_value.starts_with("<")) t.op = Op::kLt, value = op_and_value.substr(1);
-    else t.op = Op::kContains, value = op_and_value.substr(1);
+    if (op_and_value.starts_with(">="))
+      t.op = Op::kGe, value = op_and_value.substr(2);
+    else if (op_and_value.starts_with("<="))
+      t.op = Op::kLe, value = op_and_value.substr(2);
+    else if (op_and_value.starts_with(">"))
+      t.op = Op::kGt, value = op_and_value.substr(1);
+    else if (op_and_value.starts_with("<"))
+      t.op = Op::kLt, value = op_and_value.substr(1);
+    else
+      t.op = Op::kContains, value = op_and_value.substr(1);
     value = TrimBlanks(value);
     if (value.empty()) return bad("missing value");
 
@@ -84,19 +89,37 @@ bool MatchRule::Matches(uint64_t size, uint64_t index, CallSite& caller) const {
       if (about_caller != caller_terms) continue;
       bool ok = true;
       switch (t.field) {
-        case Field::kAll: ok = true; break;
-        case Field::kNone: ok = false; break;
-        case Field::kLib: ok = caller.lib().find(t.text) != std::string::npos; break;
-        case Field::kSym: ok = caller.StackHas(t.text); break;
+        case Field::kAll:
+          ok = true;
+          break;
+        case Field::kNone:
+          ok = false;
+          break;
+        case Field::kLib:
+          ok = caller.lib().find(t.text) != std::string::npos;
+          break;
+        case Field::kSym:
+          ok = caller.StackHas(t.text);
+          break;
         case Field::kSize:
         case Field::kIndex: {
           uint64_t v = t.field == Field::kSize ? size : index;
           switch (t.op) {
-            case Op::kGe: ok = v >= t.value; break;
-            case Op::kGt: ok = v > t.value; break;
-            case Op::kLe: ok = v <= t.value; break;
-            case Op::kLt: ok = v < t.value; break;
-            case Op::kContains: ok = false; break;
+            case Op::kGe:
+              ok = v >= t.value;
+              break;
+            case Op::kGt:
+              ok = v > t.value;
+              break;
+            case Op::kLe:
+              ok = v <= t.value;
+              break;
+            case Op::kLt:
+              ok = v < t.value;
+              break;
+            case Op::kContains:
+              ok = false;
+              break;
           }
           break;
         }

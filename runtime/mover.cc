@@ -174,12 +174,12 @@ void Mover::Defer(Unit&& u) {
   backlog_.push_back(std::move(u));
 }
 
-MoveReport Mover::Execute(const Decisions& decisions,
-                          const std::function<Region*(RegionId)>& find, uint32_t tick,
-                          bool host_over_budget) {
+MoveReport Mover::Execute(const Decisions& decisions, const std::function<Region*(RegionId)>& find,
+                          uint32_t tick, bool host_over_budget) {
   MoveReport report;
   const uint64_t start = clock_.NowNs();
-  const uint64_t deadline = start + (config_.deadline_ns ? config_.deadline_ns : 2 * config_.tick_ns);
+  const uint64_t deadline =
+      start + (config_.deadline_ns ? config_.deadline_ns : 2 * config_.tick_ns);
 
   // The backlog first (older), then this tick's decisions.
   std::vector<Unit> units;
@@ -237,7 +237,8 @@ MoveReport Mover::Execute(const Decisions& decisions,
       const uint64_t per_tick = ChannelBudget(c);
       if (per_tick == MoveBudget::kUnlimited) continue;
       double allowance = tokens_[c] - static_cast<double>(spent[c]);
-      if (u.cls == MoveClass::kDemand) allowance += static_cast<double>(per_tick) * config_.demand_burst_ticks;
+      if (u.cls == MoveClass::kDemand)
+        allowance += static_cast<double>(per_tick) * config_.demand_burst_ticks;
       // A channel with anything earned takes one unit whatever its size,
       // so a budget smaller than a page still moves (and repays it later).
       const bool first = spent[c] == 0 && tokens_[c] > 0;

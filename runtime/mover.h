@@ -82,10 +82,10 @@ struct MoverConfig {
   uint64_t tick_ns = 10'000'000;
   // Bytes per second of each channel (indexed by Channel); 0: unknown.
   double bps[kChannelCount] = {0, 0, 0};
-  uint32_t share_pct = 100;  // of each channel's bandwidth per tick
-  uint64_t cap_bytes = 0;    // all channels together per tick; 0: no cap
-  uint64_t deadline_ns = 0;  // stop issuing after this long; 0: two tick periods
-  size_t backlog_limit = 1 << 16;  // moves kept waiting at most
+  uint32_t share_pct = 100;         // of each channel's bandwidth per tick
+  uint64_t cap_bytes = 0;           // all channels together per tick; 0: no cap
+  uint64_t deadline_ns = 0;         // stop issuing after this long; 0: two tick periods
+  size_t backlog_limit = 1 << 16;   // moves kept waiting at most
   uint32_t demand_burst_ticks = 4;  // ticks of budget demand may borrow
 };
 

@@ -14,8 +14,8 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "policies/registry.h"
@@ -300,8 +300,8 @@ Status CheckUnknownVariables(char** envp) {
     std::string hint = best != nullptr && best_distance <= max_distance
                            ? "did you mean " + best->env + "?"
                            : "unset it; kvtier-config --markdown lists the KVTIER_* variables";
-    return Status::Error(EchoValue(name) + "=" + EchoValue(value) + ": unknown variable (" +
-                         hint + ")");
+    return Status::Error(EchoValue(name) + "=" + EchoValue(value) + ": unknown variable (" + hint +
+                         ")");
   }
   return Status::Ok();
 }
@@ -375,7 +375,8 @@ Result<DeviceSizes> ParseDeviceSizes(std::string_view text) {
   for (const std::string& item : items.value()) {
     const size_t colon = item.find(':');
     if (colon == std::string::npos) {
-      return Status::Error("'" + item + "' is not ORDINAL:SIZE (write every item of a list as 0:40G)");
+      return Status::Error("'" + item +
+                           "' is not ORDINAL:SIZE (write every item of a list as 0:40G)");
     }
     int ordinal = -1;
     const std::string_view number = std::string_view(item).substr(0, colon);
@@ -400,7 +401,8 @@ std::string FormatDeviceSizes(const DeviceSizes& sizes) {
   if (sizes.listed.empty()) return sizes.all == 0 ? "0" : FormatBytes(sizes.all);
   std::string s;
   for (const auto& [ordinal, bytes] : sizes.listed) {
-    s += (s.empty() ? "" : ",") + std::to_string(ordinal) + ":" + (bytes == 0 ? "0" : FormatBytes(bytes));
+    s += (s.empty() ? "" : ",") + std::to_string(ordinal) + ":" +
+         (bytes == 0 ? "0" : FormatBytes(bytes));
   }
   return s;
 }

@@ -20,8 +20,8 @@ namespace kvtier {
 // A size for every GPU, or per GPU: "40G", or "0:40G,1:20G" (devices the
 // list leaves out get the automatic size, 0).
 struct DeviceSizes {
-  uint64_t all = 0;                                   // every device not listed
-  std::vector<std::pair<int, uint64_t>> listed;       // (ordinal, bytes), ascending
+  uint64_t all = 0;                              // every device not listed
+  std::vector<std::pair<int, uint64_t>> listed;  // (ordinal, bytes), ascending
   uint64_t For(int device) const;
   bool operator==(const DeviceSizes&) const = default;
 };

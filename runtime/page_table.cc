@@ -5,10 +5,14 @@ namespace kvtier {
 
 const char* TierName(Tier t) {
   switch (t) {
-    case Tier::kDevice: return "device";
-    case Tier::kHost: return "host";
-    case Tier::kDisk: return "disk";
-    case Tier::kUntouched: return "untouched";
+    case Tier::kDevice:
+      return "device";
+    case Tier::kHost:
+      return "host";
+    case Tier::kDisk:
+      return "disk";
+    case Tier::kUntouched:
+      return "untouched";
   }
   return "?";
 }

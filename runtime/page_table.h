@@ -60,7 +60,7 @@ struct PageRecord {
   uint32_t last_move = 0;    // policy tick of the last migration
   uint32_t disk_slot = 0;
   uint32_t reserved = 0;
-  uint64_t checksum = 0;     // XXH3-64 of the spilled bytes
+  uint64_t checksum = 0;  // XXH3-64 of the spilled bytes
 };
 static_assert(sizeof(PageRecord) <= 32, "page records must stay compact");
 
@@ -78,16 +78,20 @@ class PageTable {
 
 struct Region {
   Region(RegionId id, uintptr_t base, size_t size, size_t page_size, std::string tag)
-      : id(id), base(base), size(size), page_size(page_size),
-        pages((size + page_size - 1) / page_size), tag(std::move(tag)) {}
+      : id(id),
+        base(base),
+        size(size),
+        page_size(page_size),
+        pages((size + page_size - 1) / page_size),
+        tag(std::move(tag)) {}
 
   const RegionId id;
   const uintptr_t base;
-  const size_t size;       // bytes the engine asked for
+  const size_t size;  // bytes the engine asked for
   const size_t page_size;
   PageTable pages;
-  const std::string tag;   // "alloc#12 libchat.so", for people
-  void* backend = nullptr; // the device backend's per-region state
+  const std::string tag;    // "alloc#12 libchat.so", for people
+  void* backend = nullptr;  // the device backend's per-region state
   // Set by a backend whose disk tier may spill a page only while no GPU work
   // can reach it (the CUDA backend): true while its GPU work is sealed off.
   // Null: any host page may be spilled. See MaySpill.

@@ -146,8 +146,8 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts p
   {
     // No thread ticks yet; the lock costs nothing and keeps engine_ checked.
     MutexLock lock(&rt->tick_mu_);
-    rt->engine_ = std::make_unique<TickEngine>(*rt->device_, *rt->policy_, rt->clock_,
-                                               tick, &rt->counters_);
+    rt->engine_ =
+        std::make_unique<TickEngine>(*rt->device_, *rt->policy_, rt->clock_, tick, &rt->counters_);
     rt->engine_->mover().set_on_failure(
         [r = rt.get()](Region& region, const Move& move, const Status& error) {
           r->OnMoveFailed(region, move, error);
@@ -165,9 +165,9 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts p
     StatsIdentity id{ProgramName(), rt->device_->kind(), rt->policy_->name(),
                      rt->store_ ? rt->store_->io_mode() : "off",
                      static_cast<uint32_t>(options.page_size)};
-    Result<std::unique_ptr<StatsSegment>> seg =
-        step.ok() ? StatsSegment::Create(options.stats_dir, id)
-                  : Result<std::unique_ptr<StatsSegment>>(step);
+    Result<std::unique_ptr<StatsSegment>> seg = step.ok()
+                                                    ? StatsSegment::Create(options.stats_dir, id)
+                                                    : Result<std::unique_ptr<StatsSegment>>(step);
     if (seg.ok()) {
       rt->stats_ = std::move(seg).value();
     } else {
@@ -238,9 +238,10 @@ Result<void*> Runtime::CreateRegion(size_t bytes, const void* caller) {
   uint64_t page = options_.page_size;
   uint64_t rounded = (bytes + page - 1) / page * page;
   if (Counters::Get(counters_.region_bytes) + rounded > capacity) {
-    return Status::Errorf("%zu more bytes would exceed what kvtier can back (%s device + host + disk); "
-                          "raise KVTIER_HOST_BUDGET or KVTIER_DISK_BUDGET", bytes,
-                          FormatBytes(capacity).c_str());
+    return Status::Errorf(
+        "%zu more bytes would exceed what kvtier can back (%s device + host + disk); "
+        "raise KVTIER_HOST_BUDGET or KVTIER_DISK_BUDGET",
+        bytes, FormatBytes(capacity).c_str());
   }
   RegionId id = next_region_id_.fetch_add(1, std::memory_order_relaxed);
   std::string tag = "alloc#" + std::to_string(alloc_index_.load(std::memory_order_relaxed) - 1);
@@ -382,8 +383,10 @@ void Runtime::OnMoveFailed(Region& region, const Move& move, const Status& error
   // A region freed since this tick's snapshot refuses moves: not an error.
   if (!regions_.FindById(region.id)) return;
   static std::atomic<bool> warned{false};
-  WarnOnce(&warned, "move of page %u of region %u to %s failed: %s (later failures are counted, not printed)",
-           move.page, region.id, TierName(move.to), error.message().c_str());
+  WarnOnce(
+      &warned,
+      "move of page %u of region %u to %s failed: %s (later failures are counted, not printed)",
+      move.page, region.id, TierName(move.to), error.message().c_str());
 }
 
 void Runtime::Tick() {
@@ -426,8 +429,8 @@ void Runtime::PolicyLoop() {
   // to evict a page itself (TickSoon), though not within a fifth of a
   // period of the last: faults and evictions come in bursts.
   const auto period = std::chrono::milliseconds(options_.tick_ms);
-  const auto min_gap = std::max<std::chrono::steady_clock::duration>(
-      period / 5, std::chrono::milliseconds(1));
+  const auto min_gap =
+      std::max<std::chrono::steady_clock::duration>(period / 5, std::chrono::milliseconds(1));
   auto start = std::chrono::steady_clock::now();
   auto next = start + period;
   while (!stopping_) {
@@ -509,26 +512,28 @@ std::string Runtime::SummaryText() {
   uint64_t budget = g(c.device_budget_bytes);
   uint64_t peak = g(c.device_peak_bytes);
   uint64_t faults = g(c.faults);
-  int n = snprintf(
-      buf, sizeof buf,
-      "kvtier summary (pid %d, backend %s, policy %s, page %s)\n"
-      "  tiered regions    %llu alive now (%s); %llu of %llu allocations matched; plain device memory %s\n"
-      "  device residency  peak %s of %s budget (%.0f%%)%s\n"
-      "  demoted           %llu pages (%s) device -> host by the policy\n"
-      "  promoted          %llu pages (%s) host -> device ahead of use\n"
-      "  faults            %llu pages (%s) brought back on touch, mean wait %.0f us, refaults %llu\n"
-      "  driver evictions  %llu (device full at fault time)\n",
-      getpid(), device_->kind(), policy_->name(), FormatBytes(options_.page_size).c_str(),
-      (unsigned long long)g(c.regions), b(c.region_bytes).c_str(),
-      (unsigned long long)g(c.matched_allocations), (unsigned long long)g(c.allocations),
-      b(c.plain_device_bytes).c_str(), FormatBytes(peak).c_str(), FormatBytes(budget).c_str(),
-      budget ? 100.0 * double(peak) / double(budget) : 0.0,
-      peak <= budget ? ", never above budget" : ", ABOVE BUDGET",
-      (unsigned long long)g(c.demoted_pages), b(c.demoted_bytes).c_str(),
-      (unsigned long long)g(c.promoted_pages), b(c.promoted_bytes).c_str(),
-      (unsigned long long)faults, b(c.fault_bytes).c_str(),
-      faults ? double(g(c.fault_ns)) / double(faults) / 1000.0 : 0.0,
-      (unsigned long long)g(c.refaults), (unsigned long long)g(c.driver_evictions));
+  int n =
+      snprintf(buf, sizeof buf,
+               "kvtier summary (pid %d, backend %s, policy %s, page %s)\n"
+               "  tiered regions    %llu alive now (%s); %llu of %llu allocations matched; plain "
+               "device memory %s\n"
+               "  device residency  peak %s of %s budget (%.0f%%)%s\n"
+               "  demoted           %llu pages (%s) device -> host by the policy\n"
+               "  promoted          %llu pages (%s) host -> device ahead of use\n"
+               "  faults            %llu pages (%s) brought back on touch, mean wait %.0f us, "
+               "refaults %llu\n"
+               "  driver evictions  %llu (device full at fault time)\n",
+               getpid(), device_->kind(), policy_->name(), FormatBytes(options_.page_size).c_str(),
+               (unsigned long long)g(c.regions), b(c.region_bytes).c_str(),
+               (unsigned long long)g(c.matched_allocations), (unsigned long long)g(c.allocations),
+               b(c.plain_device_bytes).c_str(), FormatBytes(peak).c_str(),
+               FormatBytes(budget).c_str(), budget ? 100.0 * double(peak) / double(budget) : 0.0,
+               peak <= budget ? ", never above budget" : ", ABOVE BUDGET",
+               (unsigned long long)g(c.demoted_pages), b(c.demoted_bytes).c_str(),
+               (unsigned long long)g(c.promoted_pages), b(c.promoted_bytes).c_str(),
+               (unsigned long long)faults, b(c.fault_bytes).c_str(),
+               faults ? double(g(c.fault_ns)) / double(faults) / 1000.0 : 0.0,
+               (unsigned long long)g(c.refaults), (unsigned long long)g(c.driver_evictions));
   std::string out(buf, std::min<size_t>(n, sizeof buf - 1));
   if (g(c.disk_budget_bytes)) {
     snprintf(buf, sizeof buf,
@@ -556,7 +561,8 @@ std::string Runtime::PolicySummaryText() {
   const Counters& c = counters_;
   auto g = [](const std::atomic<uint64_t>& v) { return Counters::Get(v); };
   char buf[512];
-  snprintf(buf, sizeof buf, "  policy            %llu ticks, %.1f ms total; signals %llu (dropped %llu)\n",
+  snprintf(buf, sizeof buf,
+           "  policy            %llu ticks, %.1f ms total; signals %llu (dropped %llu)\n",
            (unsigned long long)g(c.policy_ticks), double(g(c.policy_ns)) / 1e6,
            (unsigned long long)g(c.signals), (unsigned long long)g(c.signals_dropped));
   std::string out = buf;

@@ -157,8 +157,8 @@ class Runtime : public DeviceEvents {
   const Clock& clock_;
   Counters counters_;
   std::unique_ptr<FaultEnv> fault_env_;  // KVTIER_DISK_FAULTS; null without; outlives store_
-  std::unique_ptr<SpillStore> store_;  // the disk tier; null when KVTIER_DISK_BUDGET=0
-  std::unique_ptr<Device> device_;     // reset first in ~Runtime; before store_ in any case
+  std::unique_ptr<SpillStore> store_;    // the disk tier; null when KVTIER_DISK_BUDGET=0
+  std::unique_ptr<Device> device_;       // reset first in ~Runtime; before store_ in any case
   RegionTable regions_;
   SignalRing ring_;
   AllocationMatcher match_;

@@ -17,14 +17,14 @@
 namespace kvtier {
 
 enum class SignalKind : uint8_t {
-  kFault = 0,      // a device page fault brought the page back (evidence of use)
-  kLaunch = 1,     // a kernel launch referenced the region (page = all)
-  kWillNeed = 2,   // hint: will be used soon (prefetch)
-  kCold = 3,       // hint: will not be used for a while
-  kPin = 4,        // hint: keep on the device
-  kUnpin = 5,      // hint: undo kPin
-  kAccess = 6,     // other access evidence (e.g. a copy into the page)
-  kEvicted = 7,    // the device evicted the page to the host itself (it was full)
+  kFault = 0,     // a device page fault brought the page back (evidence of use)
+  kLaunch = 1,    // a kernel launch referenced the region (page = all)
+  kWillNeed = 2,  // hint: will be used soon (prefetch)
+  kCold = 3,      // hint: will not be used for a while
+  kPin = 4,       // hint: keep on the device
+  kUnpin = 5,     // hint: undo kPin
+  kAccess = 6,    // other access evidence (e.g. a copy into the page)
+  kEvicted = 7,   // the device evicted the page to the host itself (it was full)
 };
 
 struct Signal {

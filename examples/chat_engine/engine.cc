@@ -194,7 +194,8 @@ void Engine::Park(const Session& s) {
   if (hint == nullptr || s.blocks.empty()) return;
   for (int l = 0; l < config_.layers; ++l) {
     for (int32_t b : s.blocks) {
-      if (hint(BlockAddr(l, b), config_.block_bytes, kHintDormant) != 0) ++stats_.kvtier_calls_failed;
+      if (hint(BlockAddr(l, b), config_.block_bytes, kHintDormant) != 0)
+        ++stats_.kvtier_calls_failed;
     }
   }
   ++stats_.parked;

@@ -52,9 +52,9 @@ struct EngineStats {
   int64_t recomputes = 0;      // returning sessions whose cache had been evicted
   int64_t recompute_blocks = 0;
   int64_t preemptions = 0;
-  int64_t evictions = 0;      // idle sessions whose blocks were taken
-  int64_t checks_passed = 0;  // block x layer verifications
-  int64_t parked = 0;         // idle sessions hinted dormant (--park)
+  int64_t evictions = 0;            // idle sessions whose blocks were taken
+  int64_t checks_passed = 0;        // block x layer verifications
+  int64_t parked = 0;               // idle sessions hinted dormant (--park)
   int64_t kvtier_calls_failed = 0;  // hints or waits kvtier refused
 };
 

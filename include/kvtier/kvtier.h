@@ -18,11 +18,12 @@ extern "C" {
 #endif
 
 /* Hint kinds for kvtier_hint. */
-#define KVTIER_HINT_WILL_NEED 1 /* used soon: bring to the device ahead of use (the policy
-                                   ticks early for it, not at its next period) */
-#define KVTIER_HINT_COLD 2      /* not used for a while: demote first */
-#define KVTIER_HINT_PIN 3       /* keep on the device until UNPIN */
-#define KVTIER_HINT_UNPIN 4     /* undo PIN */
+#define KVTIER_HINT_WILL_NEED                                                          \
+  1                         /* used soon: bring to the device ahead of use (the policy \
+                               ticks early for it, not at its next period) */
+#define KVTIER_HINT_COLD 2  /* not used for a while: demote first */
+#define KVTIER_HINT_PIN 3   /* keep on the device until UNPIN */
+#define KVTIER_HINT_UNPIN 4 /* undo PIN */
 /* The engine promises not to touch the range (no kernel, copy or set reads
  * or writes it) until it wakes it with KVTIER_HINT_WILL_NEED or kvtier_wait:
  * the KV blocks of a parked session. kvtier demotes it first and may spill

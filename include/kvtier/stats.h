@@ -72,7 +72,7 @@ typedef struct kvtier_stats_segment {
   char command[64];        /* program name */
   char backend[16];        /* "sim", "cuda", "off" */
   char policy[16];
-  char disk_io[16];        /* "io_uring+direct", "pread", "off" */
+  char disk_io[16]; /* "io_uring+direct", "pread", "off" */
 #define KVTIER_STAT(name, kind, doc) uint64_t name;
 #include "kvtier/stats_fields.def"
 #undef KVTIER_STAT

@@ -21,7 +21,8 @@ bool IsAllZero(const uint8_t* bytes, size_t len) {
 
 void StopOnLostPage(const SpillStore& store, uint32_t region_id, const std::string& tag,
                     uint32_t page, const Status& why) {
-  Log(0, "disk tier: stopping the process: region %u (%s) page %u cannot be restored from the %s: %s",
+  Log(0,
+      "disk tier: stopping the process: region %u (%s) page %u cannot be restored from the %s: %s",
       region_id, tag.c_str(), page, store.file_description().c_str(), why.message().c_str());
   abort();
 }

@@ -277,7 +277,7 @@ Status SpillBatch::Pump(bool refill) {
 
 bool SpillBatch::NeedsBounce(IoKind kind, const void* p, size_t len) const {
   if (kind == IoKind::kWrite && store_->encrypts()) return true;  // sealed into it
-  if (!store_->direct_) return false;  // buffered I/O takes any buffer
+  if (!store_->direct_) return false;                             // buffered I/O takes any buffer
   if (!IsAligned(p, kDirectAlign) || len % kDirectAlign != 0) return true;
   return store_->Bounces(kind);
 }

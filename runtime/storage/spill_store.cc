@@ -345,8 +345,7 @@ Result<uint32_t> SpillStore::AcquireSlot() {
       // so that happens a handful of times, not once per step.
       const uint64_t room = uint64_t{max_slots_} * page - file_bytes_;
       const uint64_t first = AlignUp(std::max(config_.grow_bytes, page), page);
-      const uint64_t doubled =
-          std::max(first, std::min(file_bytes_, kMaxGrowStep) / page * page);
+      const uint64_t doubled = std::max(first, std::min(file_bytes_, kMaxGrowStep) / page * page);
       uint64_t grow = std::min(doubled, room);
       Status st = env_->Allocate(fd_, file_bytes_, grow);
       if (!st.ok() && grow > std::min(first, room)) {

@@ -57,12 +57,12 @@ constexpr size_t kMaxBouncedPage = size_t{4} << 20;
 constexpr uint64_t kMaxGrowStep = uint64_t{1} << 30;
 
 struct SpillStoreConfig {
-  std::string dir;                           // KVTIER_DISK_DIR; created 0700 if missing
-  uint64_t budget_bytes = 0;                 // KVTIER_DISK_BUDGET; whole pages of it are used
-  size_t page_size = size_t{2} << 20;        // KVTIER_PAGE_SIZE; a power of two >= 4 KiB
-  unsigned queue_depth = 8;                  // requests in flight per SpillBatch
-  IoEngine engine = IoEngine::kAuto;         // kAuto and kUring fall back to pread if refused
-  bool direct = true;                        // try O_DIRECT first (falls back to buffered)
+  std::string dir;                     // KVTIER_DISK_DIR; created 0700 if missing
+  uint64_t budget_bytes = 0;           // KVTIER_DISK_BUDGET; whole pages of it are used
+  size_t page_size = size_t{2} << 20;  // KVTIER_PAGE_SIZE; a power of two >= 4 KiB
+  unsigned queue_depth = 8;            // requests in flight per SpillBatch
+  IoEngine engine = IoEngine::kAuto;   // kAuto and kUring fall back to pread if refused
+  bool direct = true;                  // try O_DIRECT first (falls back to buffered)
   // Whether aligned caller buffers go to the device without the bounce copy
   // (with O_DIRECT and pages up to kMaxBouncedPage; buffered I/O and larger
   // pages never bounce aligned buffers). Writes copy by default: the bounce

@@ -53,8 +53,8 @@ Flags MakeFlags(Values* v) {
 TEST(BenchFlags, StoresEachKindInBothForms) {
   Values v;
   const Flags flags = MakeFlags(&v);
-  Parsed p = ParseArgs(flags, {"--dir", "/x", "--mode=off", "--qd", "16", "--qps=0.5", "--size", "1G",
-                         "--check", "--name", "a", "--name=b", "--qd=32"});
+  Parsed p = ParseArgs(flags, {"--dir", "/x", "--mode=off", "--qd", "16", "--qps=0.5", "--size",
+                               "1G", "--check", "--name", "a", "--name=b", "--qd=32"});
   ASSERT_TRUE(p.status.ok()) << p.status.message();
   EXPECT_FALSE(p.help);
   EXPECT_EQ(v.dir, "/x");

@@ -20,10 +20,10 @@ constexpr auto kTimeout = std::chrono::seconds(120);
 const std::string kProfiles = DefaultProfileDir();
 
 RunResult Calibrate(const TempDir& tmp, const std::string& gpu, const std::string& out) {
-  return kvtier::testing::Run({KVTIER_BENCH_BIN, "calibrate", "--base", "l4-pcie4", "--name", "test-machine",
-              "--dir", tmp.path() + "/ssd", "--size", "32M", "--gpu", gpu, "--gpu-size", "64M",
-              "--out", out},
-             kTimeout);
+  return kvtier::testing::Run(
+      {KVTIER_BENCH_BIN, "calibrate", "--base", "l4-pcie4", "--name", "test-machine", "--dir",
+       tmp.path() + "/ssd", "--size", "32M", "--gpu", gpu, "--gpu-size", "64M", "--out", out},
+      kTimeout);
 }
 
 TEST(Calibrate, WritesAProfileThatLoadsWithThisMachinesFigures) {

@@ -37,7 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // KVTIER_DISK_FAULTS' own grammar, checked where the runtime starts.
     kvtier::Result<kvtier::FaultSpec> faults = kvtier::ParseFaultSpec(o.disk_faults);
     FUZZ_CHECK(faults.ok() || faults.status().message().find("(accepted: ") != std::string::npos);
-    FUZZ_CHECK(o.page_size >= (64u << 10) && o.page_size <= (1u << 30) && (o.page_size & (o.page_size - 1)) == 0);
+    FUZZ_CHECK(o.page_size >= (64u << 10) && o.page_size <= (1u << 30) &&
+               (o.page_size & (o.page_size - 1)) == 0);
   }
   return 0;
 }

@@ -109,7 +109,8 @@ TEST(CudaDeviceStart, EveryDriverCallFailsInTurnWithOneLineAndNothingRetained) {
   {
     Result<std::unique_ptr<Device>> made = MakeCudaDeviceOn(api, options, nullptr, &counters);
     ASSERT_TRUE(made.ok()) << made.status().message();
-    EXPECT_EQ(made.value()->capacity_bytes(), g.free_bytes / 10 * 9 / options.page_size * options.page_size);
+    EXPECT_EQ(made.value()->capacity_bytes(),
+              g.free_bytes / 10 * 9 / options.page_size * options.page_size);
   }
   EXPECT_EQ(g.retained, 1);
   EXPECT_EQ(g.released, g.retained) << "the device releases its context when destroyed";
@@ -155,7 +156,8 @@ TEST(CudaDeviceStart, TheDiskTierIsOpenedOnlyOnceAGpuAnswers) {
   EXPECT_FALSE(MakeCudaDeviceOn(api, options, nullptr, &counters, open_store).ok());
   EXPECT_EQ(opened, 0);
   g = Fake{};
-  Result<std::unique_ptr<Device>> made = MakeCudaDeviceOn(api, options, nullptr, &counters, open_store);
+  Result<std::unique_ptr<Device>> made =
+      MakeCudaDeviceOn(api, options, nullptr, &counters, open_store);
   ASSERT_TRUE(made.ok()) << made.status().message();
   EXPECT_EQ(opened, 1);
   EXPECT_FALSE(made.value()->has_disk_tier());
@@ -169,7 +171,8 @@ TEST(CudaDeviceStart, AGpuWithoutManagedMemoryOrWithTooLittleFreeIsRefused) {
   g.managed = 0;
   Result<std::unique_ptr<Device>> made = MakeCudaDeviceOn(api, options, nullptr, &counters);
   ASSERT_FALSE(made.ok());
-  EXPECT_NE(made.status().message().find("managed memory"), std::string::npos) << made.status().message();
+  EXPECT_NE(made.status().message().find("managed memory"), std::string::npos)
+      << made.status().message();
   EXPECT_EQ(g.retained, 0);
 
   g = Fake{};

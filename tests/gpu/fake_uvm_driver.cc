@@ -12,11 +12,11 @@ Driver g;
 constexpr uintptr_t kContextBase = 0x1000;
 constexpr size_t kAlign = size_t{2} << 20;
 
-CUresult Fails(const char* name) {
-  return g.failing == name ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
-}
+CUresult Fails(const char* name) { return g.failing == name ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS; }
 
-int DeviceOf(CUcontext c) { return static_cast<int>(reinterpret_cast<uintptr_t>(c) - kContextBase); }
+int DeviceOf(CUcontext c) {
+  return static_cast<int>(reinterpret_cast<uintptr_t>(c) - kContextBase);
+}
 
 int Current() { return g.pushed.empty() ? g.engine_device : g.pushed.back(); }
 

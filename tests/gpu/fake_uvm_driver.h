@@ -38,8 +38,8 @@ struct Allocation {
 struct Driver {
   int gpus = 1;
   std::vector<size_t> free_bytes;  // per GPU
-  int engine_device = 0;  // cuCtxGetDevice's answer when kvtier pushed no context
-  std::vector<int> pushed;  // the context stack, as GPU ordinals
+  int engine_device = 0;           // cuCtxGetDevice's answer when kvtier pushed no context
+  std::vector<int> pushed;         // the context stack, as GPU ordinals
   std::vector<Prefetch> prefetches;
   std::vector<std::pair<CUdeviceptr, size_t>> discards;
   std::map<CUdeviceptr, Allocation> allocations;

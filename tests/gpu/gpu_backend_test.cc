@@ -7,12 +7,12 @@
 // collects them).
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
-#include <unistd.h>
 #include <vector>
 
 #include "gpu_driver.h"

@@ -34,8 +34,8 @@ TEST(GpuKernels, EveryKernelAssemblesWithPtxas) {
     fputs(k.ptx, f);
     fclose(f);
     for (const char* arch : {"sm_75", "sm_90"}) {
-      const std::string cmd = ptxas + " -arch=" + arch + " -o " + dir + "/out.cubin " + src +
-                              " 2>&1";
+      const std::string cmd =
+          ptxas + " -arch=" + arch + " -o " + dir + "/out.cubin " + src + " 2>&1";
       FILE* p = popen(cmd.c_str(), "r");
       ASSERT_NE(p, nullptr);
       std::string out;

@@ -248,7 +248,7 @@ TEST_F(UvmDiskTierTest, AWokenSpilledRangeHoldsTheNextLaunchUntilItIsBack) {
   SpillAll(*r);
   ASSERT_EQ(TierOf(*r, 2), Tier::kDisk);
   ASSERT_TRUE(dev_->SetDormant(*r, 2, 2, false).ok());  // KVTIER_HINT_WILL_NEED
-  EXPECT_EQ(TierOf(*r, 2), Tier::kDisk);                 // not yet: the hint does not wait
+  EXPECT_EQ(TierOf(*r, 2), Tier::kDisk);                // not yet: the hint does not wait
   EXPECT_TRUE(Launch(*r, {2, 3}));
   EXPECT_EQ(TierOf(*r, 2), Tier::kHost);
   EXPECT_EQ(Count(counters_.gate_stalls), 1u);
@@ -383,9 +383,9 @@ TEST_F(UvmDiskTierTest, ADriverWithoutTheDiscardCallHasNoDiskTier) {
 // is over its budget, and kvtier_wait brings every byte back.
 TEST_F(UvmDiskTierTest, ThroughTheRuntimeADormantRangeGoesToDiskAndWaitBringsItBack) {
   const std::map<std::string, std::string> values = {
-      {"KVTIER_DEVICE_BUDGET", "1M"},     {"KVTIER_HOST_BUDGET", "512K"},
-      {"KVTIER_DISK_BUDGET", "16M"},      {"KVTIER_PAGE_SIZE", "64K"},
-      {"KVTIER_DISK_DIR", dir_.path()},   {"KVTIER_STATS", "0"},
+      {"KVTIER_DEVICE_BUDGET", "1M"},   {"KVTIER_HOST_BUDGET", "512K"},
+      {"KVTIER_DISK_BUDGET", "16M"},    {"KVTIER_PAGE_SIZE", "64K"},
+      {"KVTIER_DISK_DIR", dir_.path()}, {"KVTIER_STATS", "0"},
       {"KVTIER_IDLE_MS", "0"}};
   Result<Options> options = ParseOptions([&](const char* name) -> const char* {
     auto it = values.find(name);
@@ -469,7 +469,8 @@ TEST_F(UvmDiskTierTest, LaunchesRacingASpillingPolicyNeverSeeASpilledByte) {
     });
   }
   int spilled_rounds = 0;
-  for (int round = 0; round < 5000000 && (launches.load() < 3000 || spilled_rounds < 400); ++round) {
+  for (int round = 0; round < 5000000 && (launches.load() < 3000 || spilled_rounds < 400);
+       ++round) {
     dev_->CheckIdle();
     const std::vector<Status> results = SpillAll(*r, 0, 4);
     for (const Status& s : results) ASSERT_TRUE(s.ok()) << s.message();

@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto alloc = reinterpret_cast<MallocFn>(dlsym(lib, "replay_malloc"));
-  auto alloc_kv = engine == "vllm" ? alloc : reinterpret_cast<MallocFn>(dlsym(lib, "replay_malloc_kv"));
+  auto alloc_kv =
+      engine == "vllm" ? alloc : reinterpret_cast<MallocFn>(dlsym(lib, "replay_malloc_kv"));
   auto release = reinterpret_cast<FreeFn>(dlsym(lib, "replay_free"));
   auto hint = reinterpret_cast<HintFn>(dlsym(RTLD_DEFAULT, "kvtier_hint"));
   if (alloc == nullptr || alloc_kv == nullptr || release == nullptr) return 1;

@@ -115,10 +115,12 @@ std::vector<std::string> Stack(Role role, bool llama_cpp) {
               "_ZN14llama_kv_cacheC1ERK11llama_modelRK13llama_hparams9ggml_type",
               "_ZNK11llama_model13create_memoryERK19llama_memory_paramsRK13llama_cparams"};
     case Role::kWeight:
-      return {"ggml_backend_buft_alloc_buffer", "_ZN11llama_model12load_tensorsER18llama_model_loader"};
+      return {"ggml_backend_buft_alloc_buffer",
+              "_ZN11llama_model12load_tensorsER18llama_model_loader"};
     default:
       return {"ggml_backend_buft_alloc_buffer", "ggml_gallocr_reserve_n",
-              "ggml_backend_sched_reserve", "_ZN13llama_context13graph_reserveEjjjPK22llama_memory_context_ib"};
+              "ggml_backend_sched_reserve",
+              "_ZN13llama_context13graph_reserveEjjjPK22llama_memory_context_ib"};
   }
 }
 
@@ -162,7 +164,8 @@ TEST(AllocationMatcher, DefaultCatchesLlamaCppKvOnly) {
   // A large model (weights first) and a small one (weights under 64 MiB: the
   // KV buffer is then the first large allocation, the compute buffer the
   // second, which an order-based rule gets wrong).
-  for (const auto& steps : {replay::LlamaCppLike(), replay::LlamaCppLike(256 * kMiB, 40 * kMiB, 300 * kMiB)}) {
+  for (const auto& steps :
+       {replay::LlamaCppLike(), replay::LlamaCppLike(256 * kMiB, 40 * kMiB, 300 * kMiB)}) {
     Tally t = Replay(kDefaultRule, steps, "/opt/llama.cpp/build/bin/libggml-cuda.so");
     EXPECT_EQ(t.Tiered(Role::kKv), 1);
     EXPECT_EQ(t.Tiered(Role::kWeight), 0);

@@ -24,7 +24,8 @@ static void Check(int ok, const char* what) {
 int main(void) {
   const int kvtier = dlsym(RTLD_DEFAULT, "kvtier_version") != NULL;
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  void* (*fake)(const char*) = lib ? (void* (*)(const char*))dlsym(lib, "fake_driver_address") : NULL;
+  void* (*fake)(const char*) =
+      lib ? (void* (*)(const char*))dlsym(lib, "fake_driver_address") : NULL;
   int (*calls)(const char*) = lib ? (int (*)(const char*))dlsym(lib, "fake_driver_calls") : NULL;
   if (fake == NULL || calls == NULL) {
     printf("FAILED: libcuda.so.1 is not the fake driver (set LD_LIBRARY_PATH)\n");
@@ -33,22 +34,26 @@ int main(void) {
 #define HOOKED(kv, drv) (kvtier ? dlsym(RTLD_DEFAULT, kv) : fake(drv))
   void* fn = NULL;
   enum cudaDriverEntryPointQueryResult status = cudaDriverEntryPointVersionNotSufficent;
-  Check(cudaGetDriverEntryPointByVersion("cuMemAlloc", &fn, 13000, cudaEnableDefault, &status) == 0 &&
-            status == cudaDriverEntryPointSuccess && fn == HOOKED("cuMemAlloc_v2", "cuMemAlloc_v2"),
-        "ByVersion(cuMemAlloc, 13000)");
-  CUresult (*alloc)(CUdeviceptr*, size_t) = (CUresult (*)(CUdeviceptr*, size_t))fn;
+  Check(
+      cudaGetDriverEntryPointByVersion("cuMemAlloc", &fn, 13000, cudaEnableDefault, &status) == 0 &&
+          status == cudaDriverEntryPointSuccess && fn == HOOKED("cuMemAlloc_v2", "cuMemAlloc_v2"),
+      "ByVersion(cuMemAlloc, 13000)");
+  CUresult (*alloc)(CUdeviceptr*, size_t) = (CUresult(*)(CUdeviceptr*, size_t))fn;
   Check(cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fn, 13000,
                                          cudaEnablePerThreadDefaultStream, &status) == 0 &&
             fn == HOOKED("cuLaunchKernel_ptsz", "cuLaunchKernel_ptsz"),
         "ByVersion(cuLaunchKernel, per-thread stream)");
-  Check(cudaGetDriverEntryPointByVersion("cuMemAlloc", &fn, 3000, cudaEnableDefault, &status) == 0 &&
-            fn == fake("cuMemAlloc"),
-        "ByVersion(cuMemAlloc, 3000) is the driver's v1, untouched");
-  Check(cudaGetDriverEntryPointByVersion("cuGraphCreate", &fn, 13000, cudaEnableDefault, &status) == 0 &&
+  Check(
+      cudaGetDriverEntryPointByVersion("cuMemAlloc", &fn, 3000, cudaEnableDefault, &status) == 0 &&
+          fn == fake("cuMemAlloc"),
+      "ByVersion(cuMemAlloc, 3000) is the driver's v1, untouched");
+  Check(cudaGetDriverEntryPointByVersion("cuGraphCreate", &fn, 13000, cudaEnableDefault, &status) ==
+                0 &&
             fn == fake("cuGraphCreate"),
         "ByVersion(cuGraphCreate) is the driver's");
   fn = NULL;
-  Check(cudaGetDriverEntryPointByVersion("cuNoSuchThing", &fn, 13000, cudaEnableDefault, &status) == 500 &&
+  Check(cudaGetDriverEntryPointByVersion("cuNoSuchThing", &fn, 13000, cudaEnableDefault, &status) ==
+                500 &&
             fn == NULL && status == cudaDriverEntryPointSymbolNotFound,
         "ByVersion of a missing symbol");
 #pragma GCC diagnostic push

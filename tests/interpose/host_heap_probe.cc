@@ -182,7 +182,8 @@ int main(int argc, char** argv) {
   const pid_t pid = fork();
   if (pid == 0) {
     bool ok = Check(shared, bytes, 99, "fork child: parent's block");
-    for (int b = 0; ok && b < blocks; ++b) ok = Check(others[b], bytes, 500 + uint64_t(b), "fork child: other block");
+    for (int b = 0; ok && b < blocks; ++b)
+      ok = Check(others[b], bytes, 500 + uint64_t(b), "fork child: other block");
     Fill(shared, bytes, 100);
     ok = ok && Check(shared, bytes, 100, "fork child: its own write");
     free(shared);
@@ -196,7 +197,8 @@ int main(int argc, char** argv) {
     g_failures.fetch_add(1);
   }
   Check(shared, bytes, 99, "parent after the child wrote its copy");
-  for (int b = 0; b < blocks; ++b) Check(others[b], bytes, 500 + uint64_t(b), "parent: other block");
+  for (int b = 0; b < blocks; ++b)
+    Check(others[b], bytes, 500 + uint64_t(b), "parent: other block");
   for (void* p : others) free(p);
 
   // Bad frees (--bad-frees, only where the blocks are tiered: the heap

@@ -2,13 +2,13 @@
 // and a runtime that is destroyed without touching the parts never made; a
 // disk directory that cannot be used costs only the disk tier. Every fallible
 // step of start-up fails in turn through the start-step seam (start_step.h).
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "runtime/options.h"
 #include "runtime/runtime.h"
@@ -34,8 +34,8 @@ Result<Options> MakeOptions(std::map<std::string, std::string> values) {
 TEST_F(RuntimeStartupTest, ADeviceThatCannotBeMadeFailsCreateAndPrintsNoSummary) {
   Result<Options> options = MakeOptions({{"KVTIER_SHOW_STATS", "1"}});
   ASSERT_TRUE(options.ok()) << options.status().message();
-  Runtime::DeviceFactory factory = [](DeviceEvents*, Counters*,
-                                      const Runtime::StoreOpener&) -> Result<std::unique_ptr<Device>> {
+  Runtime::DeviceFactory factory =
+      [](DeviceEvents*, Counters*, const Runtime::StoreOpener&) -> Result<std::unique_ptr<Device>> {
     return Status::Errorf("injected: no device");
   };
   ::testing::internal::CaptureStderr();

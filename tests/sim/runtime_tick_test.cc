@@ -24,10 +24,11 @@ namespace {
 using RuntimeTickTest = SimDeviceTest;  // its SetUp skips without userfaultfd
 
 Result<std::unique_ptr<Runtime>> MakeRuntime(const char* tick_ms, Runtime::Parts parts = {}) {
-  const std::map<std::string, std::string> values = {
-      {"KVTIER_DEVICE_BUDGET", "1M"}, {"KVTIER_HOST_BUDGET", "16M"},
-      {"KVTIER_PAGE_SIZE", "64K"},    {"KVTIER_TICK_MS", tick_ms},
-      {"KVTIER_STATS", "0"}};
+  const std::map<std::string, std::string> values = {{"KVTIER_DEVICE_BUDGET", "1M"},
+                                                     {"KVTIER_HOST_BUDGET", "16M"},
+                                                     {"KVTIER_PAGE_SIZE", "64K"},
+                                                     {"KVTIER_TICK_MS", tick_ms},
+                                                     {"KVTIER_STATS", "0"}};
   Result<Options> options = ParseOptions([&](const char* name) -> const char* {
     auto it = values.find(name);
     return it == values.end() ? nullptr : it->second.c_str();

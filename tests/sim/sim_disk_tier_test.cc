@@ -330,10 +330,12 @@ TEST_F(SimDiskTest, TwoThreadsSpillingGroupsAtOnceTakeTurnsAndLoseNothing) {
 }
 
 TEST_F(SimDiskTest, APolicyTickSpillsItsPagesAsOneGroup) {
-  const std::map<std::string, std::string> values = {
-      {"KVTIER_DEVICE_BUDGET", "512K"}, {"KVTIER_HOST_BUDGET", "1M"},
-      {"KVTIER_DISK_BUDGET", "16M"},    {"KVTIER_PAGE_SIZE", "256K"},
-      {"KVTIER_STATS", "0"},            {"KVTIER_MOVE_BYTES_PER_TICK", "0"}};
+  const std::map<std::string, std::string> values = {{"KVTIER_DEVICE_BUDGET", "512K"},
+                                                     {"KVTIER_HOST_BUDGET", "1M"},
+                                                     {"KVTIER_DISK_BUDGET", "16M"},
+                                                     {"KVTIER_PAGE_SIZE", "256K"},
+                                                     {"KVTIER_STATS", "0"},
+                                                     {"KVTIER_MOVE_BYTES_PER_TICK", "0"}};
   Result<Options> options = ParseOptions([&](const char* name) -> const char* {
     auto it = values.find(name);
     return it == values.end() ? nullptr : it->second.c_str();

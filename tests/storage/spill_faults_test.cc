@@ -433,10 +433,10 @@ TEST(FaultSpec, ParsesEveryKindAndTheSlowDelay) {
 }
 
 TEST(FaultSpec, RefusesWhatItCannotInjectWithTheAcceptedForm) {
-  for (const char* bad : {"write-eio", "write-eio:", "write-eio:2", "write-eio:-0.1", "eio:0.1",
-                          "slow:0.1", "slow:0.1@", "slow:0.1@5s", "slow:0.1@99999999ms",
-                          "write-eio:0.1@5ms", "write-eio:nan", "write-eio:0.1,", ",write-eio:0.1",
-                          "write-eio:0.1x"}) {
+  for (const char* bad :
+       {"write-eio", "write-eio:", "write-eio:2", "write-eio:-0.1", "eio:0.1", "slow:0.1",
+        "slow:0.1@", "slow:0.1@5s", "slow:0.1@99999999ms", "write-eio:0.1@5ms", "write-eio:nan",
+        "write-eio:0.1,", ",write-eio:0.1", "write-eio:0.1x"}) {
     Result<FaultSpec> spec = ParseFaultSpec(bad);
     EXPECT_FALSE(spec.ok()) << bad;
     if (!spec.ok()) {

@@ -370,8 +370,7 @@ TEST(StatsSegmentTest, ReaderRefusesOtherLayoutsWithAClearMessage) {
   const std::string expected = "version " + std::to_string(KVTIER_STATS_VERSION + 1) +
                                ", but this tool reads version " +
                                std::to_string(KVTIER_STATS_VERSION);
-  EXPECT_NE(r.message.find(expected), std::string::npos)
-      << r.message;
+  EXPECT_NE(r.message.find(expected), std::string::npos) << r.message;
   EXPECT_TRUE(testing::FileExists(SegmentPath(dir, getpid())));  // a live process's: kept
 
   WriteHeader(dir, KVTIER_STATS_MAGIC, KVTIER_STATS_VERSION, kSize + 8, kSize + 8);
@@ -445,7 +444,8 @@ TEST(StatsSegmentTest, AFullTmpfsRefusesTheSegmentInsteadOfKillingThePublisher) 
       seg.value()->Publish(c, {});
       _exit(3);  // created and published on a full file system: not possible
     }
-    const bool says_why = seg.status().message().find("posix_fallocate failed") != std::string::npos;
+    const bool says_why =
+        seg.status().message().find("posix_fallocate failed") != std::string::npos;
     _exit(says_why ? 0 : 4);
   }
   int status = 0;

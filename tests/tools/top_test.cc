@@ -128,8 +128,9 @@ TEST_F(TopTest, AProcessOnTwoGpusShowsAMeterForEach) {
                 {{0, 2 * kGiB, 4 * kGiB}, {1, 1 * kGiB, 4 * kGiB}});
   RunResult r = Top({"--once", "-d", "0"}, {"COLUMNS=120"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(Contains(r.out, "SSD gate  2 idle seals   3 GPU submissions waited for spilled "
-                              "pages (avg 1"))
+  EXPECT_TRUE(Contains(r.out,
+                       "SSD gate  2 idle seals   3 GPU submissions waited for spilled "
+                       "pages (avg 1"))
       << r.out;
   int header = 0, detail = 0;
   for (const std::string& line : Lines(r.out)) {
@@ -331,10 +332,9 @@ TEST_F(TopTest, RefusesOtherLayoutsAndCleansSegmentsOfDeadProcesses) {
   RunResult r = Top({"--once", "-d", "0"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "processes 1")) << r.out;
-  EXPECT_TRUE(
-      Contains(r.out, "! " + refused + ": stats layout version " +
-                          std::to_string(KVTIER_STATS_VERSION + 1) + ", but this tool reads version " +
-                          std::to_string(KVTIER_STATS_VERSION)))
+  EXPECT_TRUE(Contains(
+      r.out, "! " + refused + ": stats layout version " + std::to_string(KVTIER_STATS_VERSION + 1) +
+                 ", but this tool reads version " + std::to_string(KVTIER_STATS_VERSION)))
       << r.out;
   EXPECT_TRUE(Contains(r.out, "- " + stale + ": its process is gone; removed the stale segment"))
       << r.out;

@@ -45,7 +45,8 @@ TEST(CallSite, FindsTheCallingLibraryAndTheFunctionsAboveIt) {
 TEST(CallSite, SymTermsHoldOnTheStackAndRunAfterTheSizeTerms) {
   Result<MatchRule> rule = MatchRule::Parse("size>=64M,sym~llama_kv_cache");
   ASSERT_TRUE(rule.ok()) << rule.status().message();
-  CallSite kv("/x/libggml-base.so", {"ggml_aligned_malloc", "_ZN14llama_kv_cacheC2ERK11llama_model"});
+  CallSite kv("/x/libggml-base.so",
+              {"ggml_aligned_malloc", "_ZN14llama_kv_cacheC2ERK11llama_model"});
   CallSite weights("/x/libggml-base.so", {"ggml_aligned_malloc", "llama_model_load"});
   EXPECT_TRUE(rule.value().Matches(128 << 20, 0, kv));
   EXPECT_FALSE(rule.value().Matches(128 << 20, 0, weights));

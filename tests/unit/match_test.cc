@@ -62,8 +62,9 @@ TEST(MatchRule, NeedsCallerOnlyForLibTerms) {
 }
 
 TEST(MatchRule, ErrorsNameTheTermAndTheForm) {
-  const char* bad[] = {"", "  ", "size", "size>=", "size>=12Q", "size~x", "index>=-1",
-                       "index>=1x", "lib>=3", "colour>=1", "size>=1M,,index<2", "all,"};
+  const char* bad[] = {
+      "",          "  ",        "size",   "size>=",    "size>=12Q",         "size~x",
+      "index>=-1", "index>=1x", "lib>=3", "colour>=1", "size>=1M,,index<2", "all,"};
   for (const char* rule : bad) {
     Result<MatchRule> r = MatchRule::Parse(rule);
     EXPECT_FALSE(r.ok()) << "accepted bad rule '" << rule << "'";

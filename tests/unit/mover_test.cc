@@ -23,7 +23,9 @@ struct Rig {
   explicit Rig(const std::string& pages, MoverConfig config = {}) : device(&regions) {
     auto r = std::make_shared<Region>(1, 0x100000000ull, pages.size() * kTestPage, kTestPage, "t");
     for (size_t i = 0; i < pages.size(); ++i) {
-      r->pages[i].tier = pages[i] == 'D' ? Tier::kDevice : pages[i] == 'S' ? Tier::kDisk : Tier::kHost;
+      r->pages[i].tier = pages[i] == 'D'   ? Tier::kDevice
+                         : pages[i] == 'S' ? Tier::kDisk
+                                           : Tier::kHost;
     }
     regions.push_back(r);
     config.tick_ns = kTestTickNs;
@@ -39,7 +41,8 @@ struct Rig {
   }
   std::vector<std::string> Log() const {
     std::vector<std::string> out;
-    for (const Move& m : device.log) out.push_back(std::string(TierName(m.to)) + ":" + std::to_string(m.page));
+    for (const Move& m : device.log)
+      out.push_back(std::string(TierName(m.to)) + ":" + std::to_string(m.page));
     return out;
   }
   Tier TierOf(uint32_t p) const { return regions[0]->pages[p].tier.load(); }
@@ -96,11 +99,10 @@ TEST(Mover, SpillsGoRightAfterDemandWhileTheHostIsOverBudget) {
     Rig rig("HHHD", c);
     Decisions d;
     d.moves = {Up(0, MoveClass::kPrefetch), ToDisk(1), Up(2, MoveClass::kDemand)};
-    rig.mover->Execute(d, [&](RegionId id) { return id == 1 ? rig.regions[0].get() : nullptr; }, 1,
-                       over);
-    const std::vector<std::string> want =
-        over ? std::vector<std::string>{"device:2", "disk:1"}
-             : std::vector<std::string>{"device:2", "device:0"};
+    rig.mover->Execute(
+        d, [&](RegionId id) { return id == 1 ? rig.regions[0].get() : nullptr; }, 1, over);
+    const std::vector<std::string> want = over ? std::vector<std::string>{"device:2", "disk:1"}
+                                               : std::vector<std::string>{"device:2", "device:0"};
     EXPECT_EQ(rig.Log(), want) << (over ? "host over budget" : "host within budget");
   }
 }
@@ -164,9 +166,9 @@ TEST(Mover, DemandBorrowsAheadAndTheOthersWaitUntilItIsRepaid) {
   Rig rig("HHHHHHHH", c);
   EXPECT_EQ(rig.mover->Budget().demand_up, 5 * kTestPage);  // one earned, four borrowed
   // A returning session's five pages go at once; a prefetch waits.
-  MoveReport r = rig.Run({Up(0, MoveClass::kDemand), Up(1, MoveClass::kDemand),
-                          Up(2, MoveClass::kDemand), Up(3, MoveClass::kDemand),
-                          Up(4, MoveClass::kDemand), Up(5, MoveClass::kPrefetch)});
+  MoveReport r =
+      rig.Run({Up(0, MoveClass::kDemand), Up(1, MoveClass::kDemand), Up(2, MoveClass::kDemand),
+               Up(3, MoveClass::kDemand), Up(4, MoveClass::kDemand), Up(5, MoveClass::kPrefetch)});
   EXPECT_EQ(r.moves, 5u);
   EXPECT_EQ(r.deferred, 1u);
   // Four ticks repay the debt; the prefetch goes on the fifth.
@@ -239,7 +241,8 @@ TEST(Mover, ADroppedZeroPageCostsNoSpillBudget) {
   Mover mover(device, clock, config);
   Decisions d;
   d.moves = {ToDisk(0), ToDisk(1), ToDisk(2)};
-  MoveReport report = mover.Execute(d, [&](RegionId id) { return id == 1 ? r.get() : nullptr; }, 1);
+  MoveReport report = mover.Execute(
+      d, [&](RegionId id) { return id == 1 ? r.get() : nullptr; }, 1);
   EXPECT_EQ(r->pages[1].tier.load(), Tier::kUntouched);
   EXPECT_EQ(r->pages[1].last_move, 1u);
   EXPECT_EQ(report.bytes[kChannelSpill], 2 * kTestPage) << "only the written pages";

@@ -135,7 +135,9 @@ TEST(ParseOptions, AcceptsGoodValuesOfEveryType) {
       {"KVTIER_PAGE_SIZE", "1G", [](const Options& o) { return o.page_size == kGiB; }},
       {"KVTIER_PAGE_SIZE", "65536", [](const Options& o) { return o.page_size == 64 * kKiB; }},
       {"KVTIER_DEVICE_BUDGET", "40GiB",
-       [](const Options& o) { return o.device_budget == DeviceSizes{40 * kGiB, {}}; }},
+       [](const Options& o) {
+         return o.device_budget == DeviceSizes{40 * kGiB, {}};
+       }},
       {"KVTIER_DEVICE_BUDGET", "1:20G, 0:40G",
        [](const Options& o) {
          return o.device_budget.For(0) == 40 * kGiB && o.device_budget.For(1) == 20 * kGiB &&
@@ -459,7 +461,8 @@ TEST(OptionsMarkdownTable, OneRowPerOptionInTableOrder) {
       EXPECT_FALSE(line[j] == '<' && !in_code && (j == 0 || line[j - 1] != '\\')) << line;
     }
   }
-  EXPECT_NE(OptionsMarkdownTable().find("| `KVTIER_BACKEND` | `auto` | auto\\|cuda\\|sim\\|host\\|off | "),
+  EXPECT_NE(OptionsMarkdownTable().find(
+                "| `KVTIER_BACKEND` | `auto` | auto\\|cuda\\|sim\\|host\\|off | "),
             std::string::npos);
 }
 
@@ -490,7 +493,8 @@ TEST(OptionsMarkdownTable, ReadmeHasTheGeneratedTable) {
 }
 
 TEST(ParseOptions, AHostileValueLeavesTheMessageWhole) {
-  Result<Options> r = ParseOptions(MapEnv({{"KVTIER_DEVICE_BUDGET", "9" + std::string(600, '\xf5')}}));
+  Result<Options> r =
+      ParseOptions(MapEnv({{"KVTIER_DEVICE_BUDGET", "9" + std::string(600, '\xf5')}}));
   ASSERT_FALSE(r.ok());
   const std::string message = r.status().message();
   EXPECT_EQ(message.rfind("KVTIER_DEVICE_BUDGET=9\\xf5", 0), 0u) << message;

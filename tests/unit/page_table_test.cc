@@ -1,7 +1,8 @@
 // Region/PageTable arithmetic and RegionTable lookups.
+#include "runtime/page_table.h"
+
 #include <gtest/gtest.h>
 
-#include "runtime/page_table.h"
 #include "runtime/region_table.h"
 
 namespace kvtier {

@@ -61,7 +61,7 @@ class InstantDevice final : public Device {
       for (size_t i = 0; i < r->pages.size(); ++i) n += r->pages[i].tier.load() == t;
     return n;
   }
-  std::vector<Move> log;  // every move carried out, in order
+  std::vector<Move> log;          // every move carried out, in order
   std::function<void()> on_move;  // called after each move (a test's clock)
 
  private:

@@ -1,10 +1,10 @@
 // LruPolicy decisions from tables of page states.
-#include "policies/lru.h"
-
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
+
+#include "policies/lru.h"
 
 namespace kvtier {
 namespace {
@@ -23,12 +23,26 @@ struct Fixture {
     for (size_t i = 0; i < pages.size(); ++i) {
       PageRecord& rec = r->pages[i];
       switch (pages[i]) {
-        case 'D': rec.tier = Tier::kDevice; break;
-        case 'H': rec.tier = Tier::kHost; break;
-        case 'S': rec.tier = Tier::kDisk; break;
-        case 'U': rec.tier = Tier::kUntouched; break;
-        case 'P': rec.tier = Tier::kDevice; rec.flags = kPagePinned; break;
-        case 'W': rec.tier = Tier::kHost; rec.flags = kPageWillNeed; break;
+        case 'D':
+          rec.tier = Tier::kDevice;
+          break;
+        case 'H':
+          rec.tier = Tier::kHost;
+          break;
+        case 'S':
+          rec.tier = Tier::kDisk;
+          break;
+        case 'U':
+          rec.tier = Tier::kUntouched;
+          break;
+        case 'P':
+          rec.tier = Tier::kDevice;
+          rec.flags = kPagePinned;
+          break;
+        case 'W':
+          rec.tier = Tier::kHost;
+          rec.flags = kPageWillNeed;
+          break;
       }
       rec.last_access = i < ages.size() ? ages[i] : 0;
     }
@@ -44,7 +58,8 @@ struct Fixture {
       }
     return n;
   }
-  PolicyView View(uint64_t device_budget_pages, uint64_t host_budget_pages, uint64_t disk_budget_pages) {
+  PolicyView View(uint64_t device_budget_pages, uint64_t host_budget_pages,
+                  uint64_t disk_budget_pages) {
     PolicyView v;
     v.now = 100;
     v.regions = &regions;
@@ -73,23 +88,49 @@ struct Case {
 
 TEST(LruPolicy, Table) {
   const Case cases[] = {
-      {"under the high watermark: nothing moves", {"DDDDDDDDD"}, {{1, 2, 3, 4, 5, 6, 7, 8, 9}}, 10, 100, 0, {}},
+      {"under the high watermark: nothing moves",
+       {"DDDDDDDDD"},
+       {{1, 2, 3, 4, 5, 6, 7, 8, 9}},
+       10,
+       100,
+       0,
+       {}},
       {"over high: demote coldest down to low (10 used, high 9, low 7.5 -> 3 pages)",
-       {"DDDDDDDDDD"}, {{5, 1, 9, 3, 7, 2, 8, 4, 6, 10}}, 10, 100, 0,
+       {"DDDDDDDDDD"},
+       {{5, 1, 9, 3, 7, 2, 8, 4, 6, 10}},
+       10,
+       100,
+       0,
        {{1, 1, Tier::kHost}, {1, 5, Tier::kHost}, {1, 3, Tier::kHost}}},
       {"pinned pages are never demoted",
-       {"PPPDDDDDDD"}, {{0, 0, 0, 5, 6, 7, 8, 9, 10, 11}}, 10, 100, 0,
+       {"PPPDDDDDDD"},
+       {{0, 0, 0, 5, 6, 7, 8, 9, 10, 11}},
+       10,
+       100,
+       0,
        {{1, 3, Tier::kHost}, {1, 4, Tier::kHost}, {1, 5, Tier::kHost}}},
       {"coldest across regions",
-       {"DDDDD", "DDDDD"}, {{10, 11, 12, 13, 14}, {1, 2, 3, 20, 21}}, 10, 100, 0,
+       {"DDDDD", "DDDDD"},
+       {{10, 11, 12, 13, 14}, {1, 2, 3, 20, 21}},
+       10,
+       100,
+       0,
        {{2, 0, Tier::kHost}, {2, 1, Tier::kHost}, {2, 2, Tier::kHost}}},
       {"host over its watermark spills coldest host pages when a disk tier exists",
-       {"HHHH"}, {{4, 3, 2, 1}}, 10, 4, 100,
+       {"HHHH"},
+       {{4, 3, 2, 1}},
+       10,
+       4,
+       100,
        {{1, 3, Tier::kDisk}}},
       {"no disk tier: host pressure moves nothing", {"HHHH"}, {{4, 3, 2, 1}}, 10, 4, 0, {}},
       {"spills are limited by disk room", {"HHHHHHHHHH"}, {{}}, 10, 10, 1, {{1, 0, Tier::kDisk}}},
       {"will-need pages are promoted up to the high watermark (9 pages)",
-       {"DDDDDDWWWW"}, {{}}, 10, 100, 0,
+       {"DDDDDDWWWW"},
+       {{}},
+       10,
+       100,
+       0,
        {{1, 6, Tier::kDevice}, {1, 7, Tier::kDevice}, {1, 8, Tier::kDevice}}},
   };
   for (const Case& c : cases) {
@@ -99,7 +140,8 @@ TEST(LruPolicy, Table) {
     // Hinted pages got their flag from a WILL_NEED signal, which the policy sees too.
     for (const RegionPtr& r : f.regions) {
       for (uint32_t p = 0; p < r->pages.size(); ++p) {
-        if (r->pages[p].flags & kPageWillNeed) policy.OnSignal({SignalKind::kWillNeed, r->id, p, 1, 0}, *r);
+        if (r->pages[p].flags & kPageWillNeed)
+          policy.OnSignal({SignalKind::kWillNeed, r->id, p, 1, 0}, *r);
       }
     }
     Decisions d;
@@ -118,7 +160,8 @@ TEST(LruPolicy, HintedPagesWaitForRoomAcrossTicks) {
   EXPECT_TRUE(d.moves.empty());
   f.regions[0]->pages[0].tier = Tier::kHost;  // room appears
   policy.Decide(f.View(10, 100, 0), &d);
-  EXPECT_EQ(d.moves, (std::vector<Move>{{1, 9, Tier::kDevice}})) << "the hint must survive a tick without room";
+  EXPECT_EQ(d.moves, (std::vector<Move>{{1, 9, Tier::kDevice}}))
+      << "the hint must survive a tick without room";
 }
 
 TEST(LruPolicy, InFlightPagesAreSkipped) {

@@ -1,14 +1,13 @@
 // PredictivePolicy: demand in every layer, population of written blocks,
 // whole-group victims, probes, prefetch before a predicted return with a
 // marker, and prediction off.
-#include "policies/predictive.h"
-
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 #include <vector>
 
+#include "policies/predictive.h"
 #include "tests/unit/policy_fixture.h"
 
 namespace kvtier {
@@ -529,7 +528,7 @@ TEST(PredictivePolicy, AFullHostSpillsAnIdleGroupToDisk) {
   bed.Advance(4'000 - bed.now());
   Evict(bed, policy, 1, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
   bed.Advance(5'000 - bed.now());
-  Decisions d = bed.Tick(policy, 100, 10, 100);  // host 10 of 10, a disk tier
+  Decisions d = bed.Tick(policy, 100, 10, 100);   // host 10 of 10, a disk tier
   EXPECT_GE(MovesTo(d, Tier::kDisk).size(), 3u);  // down to the low watermark
 }
 

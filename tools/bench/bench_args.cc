@@ -45,17 +45,18 @@ Flags& Flags::Text(const char* name, std::string* out) {
 
 Flags& Flags::Choice(const char* name, std::vector<std::string> choices,
                      std::function<void(const std::string&)> set) {
-  return Add(name, true, [choices = std::move(choices), set = std::move(set)](const std::string& v) {
-    std::string list;
-    for (const std::string& c : choices) {
-      if (c == v) {
-        set(v);
-        return Status::Ok();
-      }
-      list += (list.empty() ? "" : ", ") + c;
-    }
-    return Status::Error("use one of " + list);
-  });
+  return Add(name, true,
+             [choices = std::move(choices), set = std::move(set)](const std::string& v) {
+               std::string list;
+               for (const std::string& c : choices) {
+                 if (c == v) {
+                   set(v);
+                   return Status::Ok();
+                 }
+                 list += (list.empty() ? "" : ", ") + c;
+               }
+               return Status::Error("use one of " + list);
+             });
 }
 
 Flags& Flags::Integer(const char* name, int64_t min, int64_t max,

@@ -23,8 +23,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cerrno>
+#include <cmath>
 #include <ctime>
 #include <string>
 #include <vector>
@@ -140,8 +140,9 @@ Status MeasureSsd(const spill::Args& a, HardwareProfile* p, std::vector<Measured
   }
   struct statvfs fs;
   if (statvfs(a.dir.c_str(), &fs) != 0) return Status::Errorf("statvfs(%s) failed", a.dir.c_str());
-  const std::string where = a.dir + " (" + how + ", " + FormatBytes(a.page) + " requests, queue depth " +
-                            std::to_string(a.qd) + ", " + FormatBytes(a.size) + " file)";
+  const std::string where = a.dir + " (" + how + ", " + FormatBytes(a.page) +
+                            " requests, queue depth " + std::to_string(a.qd) + ", " +
+                            FormatBytes(a.size) + " file)";
   // The model charges each request a setup latency plus its bytes at the
   // throughput; the setup is what a 4 KiB read costs (written first: an
   // unwritten extent reads back as zeros without touching the device).
@@ -149,7 +150,8 @@ Status MeasureSsd(const spill::Args& a, HardwareProfile* p, std::vector<Measured
   small.page = kDirectAlign;
   small.size = uint64_t{16} << 20;
   std::vector<double> small_read_s;
-  Result<std::unique_ptr<spill::Target>> t4k = spill::OpenRawTarget(small, env, pattern.data(), false);
+  Result<std::unique_ptr<spill::Target>> t4k =
+      spill::OpenRawTarget(small, env, pattern.data(), false);
   Result<double> filled = t4k.ok() ? t4k.value()->WriteAll() : Result<double>(t4k.status());
   if (!filled.ok()) return filled.status().Annotate("4 KiB read test in " + a.dir);
   for (int s = 0; s < 4 * a.samples; ++s) {
@@ -164,7 +166,8 @@ Status MeasureSsd(const spill::Args& a, HardwareProfile* p, std::vector<Measured
   out->push_back({"ssd_latency_ns", &p->ssd_latency_ns, Median(small_read_s) * 1e9,
                   "median of " + std::to_string(small_read_s.size()) +
                       " single 4 KiB O_DIRECT reads at random offsets of a written 16 MiB file "
-                      "in " + a.dir + " (a single " + FormatBytes(a.page) + " read: median " +
+                      "in " +
+                      a.dir + " (a single " + FormatBytes(a.page) + " read: median " +
                       std::to_string(Median(one_read_s) * 1e3).substr(0, 5) + " ms)"});
   out->push_back({"ssd_bytes", &p->ssd_bytes,
                   static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize),
@@ -198,7 +201,8 @@ void PrintGpuAnswers(FILE* out, const GpuFigures& g, const HardwareProfile& mode
             "decode nothing for concurrent moves)\n",
             g.decode_alone_ms, g.decode_beside_ms, g.decode_beside_ms / g.decode_alone_ms);
   }
-  for (const std::string& why : g.skipped) fprintf(out, "gpu-check: not measured: %s\n", why.c_str());
+  for (const std::string& why : g.skipped)
+    fprintf(out, "gpu-check: not measured: %s\n", why.c_str());
 }
 
 }  // namespace
@@ -207,8 +211,7 @@ int RunCalibrateBench(int argc, char** argv) {
   CalibrateArgs a;
   int exit_code = 0;
   if (!ParseArgs(argc, argv, &a, &exit_code)) return exit_code;
-  Result<HardwareProfile> base =
-      LoadProfile(a.base, DefaultProfileDir());
+  Result<HardwareProfile> base = LoadProfile(a.base, DefaultProfileDir());
   if (!base.ok()) {
     fprintf(stderr, "kvtier-bench calibrate: --base: %s\n", base.status().message().c_str());
     return 2;
@@ -246,8 +249,8 @@ int RunCalibrateBench(int argc, char** argv) {
                               " touching every 64 KiB of a 256 MiB host-resident managed "
                               "buffer: bytes over the kernel's time"});
       measured.push_back({"fault_batch_latency_ns", &p.fault_batch_latency_ns, g.fault_latency_ns,
-                          "median one-thread touch of a host-resident 2 MiB block on " +
-                              g.device + " less the same touch once resident (32 blocks)"});
+                          "median one-thread touch of a host-resident 2 MiB block on " + g.device +
+                              " less the same touch once resident (32 blocks)"});
     }
     gpu_figures = g;
   }
@@ -259,8 +262,8 @@ int RunCalibrateBench(int argc, char** argv) {
   for (Measured& m : measured) {
     if (!std::isfinite(m.value) || m.value <= 0) {
       // A timing too short to measure, say: the base's figure stays.
-      fprintf(report, "%-20s %16.4g %16s %7s   (no usable measurement; kept)\n", m.field,
-              *m.slot, "-", "-");
+      fprintf(report, "%-20s %16.4g %16s %7s   (no usable measurement; kept)\n", m.field, *m.slot,
+              "-", "-");
       continue;
     }
     fprintf(report, "%-20s %16.4g %16.4g %7.2f\n", m.field, *m.slot, m.value,
@@ -268,8 +271,10 @@ int RunCalibrateBench(int argc, char** argv) {
     *m.slot = m.value;
     p.sources[m.field] = stamp + m.how;
   }
-  fprintf(report, "GPU: %s\nother fields keep %s's values and sources (FLOP/s and the engine "
-          "figures are not measured here)\n", gpu_note.c_str(), a.base.c_str());
+  fprintf(report,
+          "GPU: %s\nother fields keep %s's values and sources (FLOP/s and the engine "
+          "figures are not measured here)\n",
+          gpu_note.c_str(), a.base.c_str());
   if (gpu_figures.measured) PrintGpuAnswers(report, gpu_figures, base.value());
   p.name = a.name.empty() ? host + "-calibrated" : a.name;
   p.description = "measured on " + host + " by kvtier-bench calibrate (" + Today() +

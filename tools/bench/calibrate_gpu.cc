@@ -5,12 +5,12 @@
 // but the prefetch buffer. A figure that cannot be measured is left at 0
 // with the reason in `skipped`; the others are still taken.
 // Thread-safety: single-threaded tool.
-#include "tools/bench/calibrate.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <vector>
+
+#include "tools/bench/calibrate.h"
 
 #ifdef KVTIER_HAVE_CUDA
 #include "runtime/device/cuda/driver_api.h"
@@ -33,13 +33,12 @@ GpuFigures MeasureGpu(uint64_t) {
 namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
-constexpr uint64_t kBlock = 2 * kMiB;    // the UVM VA block
-constexpr uint64_t kSmall = 64 << 10;    // the UVM basic block, kvtier's default page
-constexpr uint64_t kSide = 256 * kMiB;   // the other buffers
+constexpr uint64_t kBlock = 2 * kMiB;   // the UVM VA block
+constexpr uint64_t kSmall = 64 << 10;   // the UVM basic block, kvtier's default page
+constexpr uint64_t kSide = 256 * kMiB;  // the other buffers
 
 double Seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 double Median(std::vector<double> v) {
@@ -52,8 +51,8 @@ double Median(std::vector<double> v) {
 struct Extra {
   CUresult (*cuModuleLoadData)(CUmodule*, const void*) = nullptr;
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, unsigned, CUstream, void**, void**) = nullptr;
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void**, void**) = nullptr;
   CUresult (*cuMemHostAlloc)(void**, size_t, unsigned) = nullptr;
   CUresult (*cuMemFreeHost)(void*) = nullptr;
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t) = nullptr;
@@ -66,9 +65,9 @@ struct Extra {
 
   bool Load(void* lib) {
     auto get = [lib](const char* a, const char* b, auto* fn) {
-      *fn = reinterpret_cast<std::remove_reference_t<decltype(*fn)>>(cuda::RealDlsym(lib, a));
+      *fn = reinterpret_cast<std::remove_reference_t<decltype(*fn)> >(cuda::RealDlsym(lib, a));
       if (*fn == nullptr && b != nullptr) {
-        *fn = reinterpret_cast<std::remove_reference_t<decltype(*fn)>>(cuda::RealDlsym(lib, b));
+        *fn = reinterpret_cast<std::remove_reference_t<decltype(*fn)> >(cuda::RealDlsym(lib, b));
       }
       return *fn != nullptr;
     };
@@ -118,8 +117,10 @@ class Bench {
     if (r == CUDA_SUCCESS) r = x_.cuModuleGetFunction(&sums_, sums, "kvtier_page_sums");
     if (r == CUDA_SUCCESS) r = api_.cuMemAllocManaged(&managed_, bytes, CU_MEM_ATTACH_GLOBAL);
     if (r != CUDA_SUCCESS) {
-      g_->note = std::string("not measured: setting up streams, events, kernels and a managed "
-                             "buffer failed with ") + api_.ErrorName(r);
+      g_->note = std::string(
+                     "not measured: setting up streams, events, kernels and a managed "
+                     "buffer failed with ") +
+                 api_.ErrorName(r);
       return false;
     }
     bytes_ = bytes;
@@ -185,9 +186,8 @@ class Bench {
       memset(host, 2, bytes);
       std::vector<double> s;
       for (int i = 0; i < 4; ++i) {  // the first warms up
-        const double ms = Timed(stream_, [&] {
-          return x_.cuMemcpyHtoDAsync(dev, host, bytes, stream_);
-        });
+        const double ms =
+            Timed(stream_, [&] { return x_.cuMemcpyHtoDAsync(dev, host, bytes, stream_); });
         if (ms <= 0) break;
         if (i > 0) s.push_back(ms / 1e3);
       }
@@ -284,8 +284,7 @@ class Bench {
     unsigned long long b = base, s = stride;
     unsigned n = static_cast<unsigned>(count), value = 7;
     void* params[] = {&b, &s, &n, &value};
-    return x_.cuLaunchKernel(touch_, (n + 127) / 128, 1, 1, 128, 1, 1, 0, stream_, params,
-                             nullptr);
+    return x_.cuLaunchKernel(touch_, (n + 127) / 128, 1, 1, 128, 1, 1, 0, stream_, params, nullptr);
   }
   CUresult Sums(CUdeviceptr base, uint64_t page, unsigned pages, CUdeviceptr out) {
     unsigned long long b = base, p = page, o = out;
@@ -331,8 +330,8 @@ GpuFigures MeasureInContext(const cuda::DriverApi& api, CUdevice device, uint64_
   bytes = std::min<uint64_t>(bytes, free_bytes / 4 - std::min<uint64_t>(free_bytes / 4, 2 * kSide));
   bytes = bytes / kBlock * kBlock;
   if (bytes < 16 * kBlock) {
-    g.note = "not measured: too little GPU memory free (" + std::to_string(free_bytes >> 20) +
-             " MiB)";
+    g.note =
+        "not measured: too little GPU memory free (" + std::to_string(free_bytes >> 20) + " MiB)";
     return g;
   }
   Bench bench(api, x, device, &g);

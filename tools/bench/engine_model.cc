@@ -326,7 +326,7 @@ void EngineModel::Step(double t, std::vector<Request*>* finished) {
     running_kv_tokens_ -= r->reserved_tokens;
     r->reserved_tokens = 0;
     std::erase(running_, r);
-      finished->push_back(r);
+    finished->push_back(r);
   }
   next_step_s_ = (running_.empty() && waiting_.empty()) ? Workload::kNever : end;
 }

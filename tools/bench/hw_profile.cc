@@ -81,14 +81,14 @@ std::string Quoted(const std::string& s) {
 }  // namespace
 
 std::string ProfileJson(const HardwareProfile& p) {
-  std::string out = "{\n  \"name\": " + Quoted(p.name) + ",\n  \"description\": " +
-                    Quoted(p.description);
+  std::string out =
+      "{\n  \"name\": " + Quoted(p.name) + ",\n  \"description\": " + Quoted(p.description);
   auto field = [&](const char* name, double value) {
     char number[64];
     snprintf(number, sizeof number, "%.15g", value);
     auto it = p.sources.find(name);
-    out += ",\n  " + Quoted(name) + ": {\n    \"value\": " + number + ",\n    \"source\": " +
-           Quoted(it == p.sources.end() ? "" : it->second) + "\n  }";
+    out += ",\n  " + Quoted(name) + ": {\n    \"value\": " + number +
+           ",\n    \"source\": " + Quoted(it == p.sources.end() ? "" : it->second) + "\n  }";
   };
 #define KVTIER_PROFILE_WRITE(m) field(#m, p.m);
   KVTIER_PROFILE_FIELDS(KVTIER_PROFILE_WRITE)

@@ -45,7 +45,8 @@ OffloadBackend::OffloadBackend(const EngineConfig& engine, uint64_t pool_blocks,
 }
 
 uint64_t OffloadBackend::Key(int session, int index) const {
-  const uint32_t owner = index < config_.shared_blocks ? 0xffffffffu : static_cast<uint32_t>(session);
+  const uint32_t owner =
+      index < config_.shared_blocks ? 0xffffffffu : static_cast<uint32_t>(session);
   return (uint64_t{owner} << 32) | static_cast<uint32_t>(index);
 }
 

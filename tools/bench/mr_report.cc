@@ -129,9 +129,9 @@ void PrintSummaryTable(FILE* out, const std::vector<SystemResult>& results,
             r.name.c_str(), s.requests, s.ttft_mean, s.ttft_p50, s.ttft_p90, s.ttft_p99,
             ratio(x.mean_vs_layerwise).c_str(), ratio(x.p90_vs_layerwise).c_str(),
             ratio(x.mean_vs_oracle).c_str(), s.req_per_s, s.out_tok_per_s, 100 * s.hit_device,
-            100 * s.hit_host, 100 * s.hit_disk,
-            100 * s.recomputed, Gb(m.h2d_fault), Gb(m.h2d_prefetch + m.h2d_load),
-            Gb(m.d2h_demote + m.d2h_evict + m.d2h_store), Gb(m.disk_read + m.disk_write),
+            100 * s.hit_host, 100 * s.hit_disk, 100 * s.recomputed, Gb(m.h2d_fault),
+            Gb(m.h2d_prefetch + m.h2d_load), Gb(m.d2h_demote + m.d2h_evict + m.d2h_store),
+            Gb(m.disk_read + m.disk_write),
             s.requests == 0      ? "-"
             : v <= ttft_target_s ? "met"
                                  : "missed",

@@ -60,7 +60,8 @@ const char kUsage[] =
     "                          [--cuda auto|gpu|host|off] [--check] [-v]\n"
     "Spills and restores --size bytes through the SSD tier's store in D and through the\n"
     "simulated GPU's faults and, in the same run, measures raw O_DIRECT throughput and 2 MiB\n"
-    "read latency in D. Needs about 3x --size of memory and 5x --size of free space in D; writes each file twice.\n"
+    "read latency in D. Needs about 3x --size of memory and 5x --size of free space in D; writes "
+    "each file twice.\n"
     "--check exits 1 when a target is missed.\n";
 
 // Nearest-rank percentile (p in 0..100) of the samples.
@@ -149,8 +150,8 @@ bool ParseArgs(int argc, char** argv, Args* a, int* exit_code) {
       .Switch("-v", [] { g_log_level.store(1); });
   if (!flags.ParseOrExit(argc, argv, kUsage, exit_code)) return false;
   if (a->page < kDirectAlign || (a->page & (a->page - 1)) != 0 || a->page > (uint64_t{1} << 30)) {
-    *exit_code = flags.Fail("--page-size=" + FormatBytes(a->page) +
-                            ": not a power of two from 4K to 1G");
+    *exit_code =
+        flags.Fail("--page-size=" + FormatBytes(a->page) + ": not a power of two from 4K to 1G");
     return false;
   }
   if (a->size / a->page < a->qd) {
@@ -294,7 +295,8 @@ int RunSpillBench(int argc, char** argv) {
     std::unique_ptr<Target> targets[4];
     double rewrite_s[4] = {}, fill_s[4] = {}, read_s[3] = {};
     for (int phase = 0; phase < 2; ++phase) {
-      for (int i : phase == 0 ? std::span<const int>(kWriteOrder) : std::span<const int>(kReadOrder)) {
+      for (int i :
+           phase == 0 ? std::span<const int>(kWriteOrder) : std::span<const int>(kReadOrder)) {
         if (phase == 0) {
           Result<std::unique_ptr<Target>> t = open(i);
           if (!t.ok()) {
@@ -388,9 +390,8 @@ int RunSpillBench(int argc, char** argv) {
   }
 
   bool met = true;
-  for (double ratio :
-       {Median(first_fill[kStore]) / Median(first_fill[kRaw]),
-        Median(rd[kStore]) / Median(rd[kRaw])}) {
+  for (double ratio : {Median(first_fill[kStore]) / Median(first_fill[kRaw]),
+                       Median(rd[kStore]) / Median(rd[kRaw])}) {
     met = met && ratio >= kWriteReadTarget;
   }
   // Sealing may cost little: within kSealedTarget of the store in the clear.

@@ -25,7 +25,7 @@ struct Args {
   int rounds = 3;
   bool faults = true;
   bool fio = true;
-  bool device = true;  // the simulated GPU phases
+  bool device = true;         // the simulated GPU phases
   std::string cuda = "auto";  // the CUDA backend's phase: auto, gpu, host (stand-in) or off
   bool check = false;
   uint64_t seed = 1;

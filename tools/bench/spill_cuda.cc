@@ -38,7 +38,7 @@ namespace {
 // ---- The host-memory stand-in driver ----
 
 std::mutex g_host_mu;
-std::map<CUdeviceptr, std::pair<void*, size_t>> g_host_maps;  // aligned ptr -> mapping
+std::map<CUdeviceptr, std::pair<void*, size_t> > g_host_maps;  // aligned ptr -> mapping
 
 constexpr size_t kHostAlign = size_t{2} << 20;
 
@@ -46,7 +46,8 @@ CUresult HostAlloc(CUdeviceptr* p, size_t bytes, unsigned) {
   const size_t len = bytes + kHostAlign;
   void* map = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-  const uintptr_t aligned = (reinterpret_cast<uintptr_t>(map) + kHostAlign - 1) / kHostAlign * kHostAlign;
+  const uintptr_t aligned =
+      (reinterpret_cast<uintptr_t>(map) + kHostAlign - 1) / kHostAlign * kHostAlign;
   // The driver backs managed memory in large pages too: a restore's copy
   // then meets one fault per 2 MiB, not one per 4 KiB.
   madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
@@ -72,7 +73,8 @@ CUresult HostDiscard(CUdeviceptr* ptrs, size_t* sizes, size_t count, unsigned lo
   return CUDA_SUCCESS;
 }
 CUresult HostMemInfo(size_t* free_bytes, size_t* total) {
-  *total = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  *total =
+      static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
   *free_bytes = *total / 2;
   return CUDA_SUCCESS;
 }
@@ -141,7 +143,7 @@ struct Rig {
     cfg.budget_bytes = a.size;
     cfg.page_size = a.page;
     cfg.queue_depth = a.qd;
-    Result<std::unique_ptr<SpillStore>> s = SpillStore::Create(cfg, Env::Default(), &counters);
+    Result<std::unique_ptr<SpillStore> > s = SpillStore::Create(cfg, Env::Default(), &counters);
     if (!s.ok()) return s.status();
     store = std::move(s).value();
     config.budget.all = 16 * a.page;  // a few pages of GPU memory: the region lives on the host
@@ -152,7 +154,7 @@ struct Rig {
     config.store = store.get();
     config.idle_ns = 1;
     config.watch = cuda::UvmDeviceConfig::Watch::kCaller;  // the phase plays the engine's launches
-    Result<std::unique_ptr<cuda::UvmDevice>> d = cuda::UvmDevice::Create(std::move(config));
+    Result<std::unique_ptr<cuda::UvmDevice> > d = cuda::UvmDevice::Create(std::move(config));
     if (!d.ok()) return d.status();
     device = std::move(d).value();
     pages = a.size / a.page;

@@ -60,10 +60,12 @@ ModelCosts DeviceCosts(const BenchOptions& o, const Sizing& s, bool uvm) {
 }  // namespace
 
 std::vector<std::string> AllSystems() {
-  return {"hbm-only",          "uvm-default",      "explicit-offload",
-          "explicit-offload-layerwise",            "kvtier:lru",
-          "kvtier:lfu-aging",  "kvtier:s3fifo",    "kvtier:cost-aware",
-          "kvtier:predictive", "kvtier:predictive-off", "kvtier:hints", "oracle"};
+  return {"hbm-only",          "uvm-default",
+          "explicit-offload",  "explicit-offload-layerwise",
+          "kvtier:lru",        "kvtier:lfu-aging",
+          "kvtier:s3fifo",     "kvtier:cost-aware",
+          "kvtier:predictive", "kvtier:predictive-off",
+          "kvtier:hints",      "oracle"};
 }
 
 Status CheckSystemName(const std::string& name) {
@@ -79,7 +81,8 @@ Status CheckSystemName(const std::string& name) {
       return Status::Ok();
     }
     std::string known;
-    for (std::string_view n : PolicyNames()) known += std::string(known.empty() ? "" : ", ") + std::string(n);
+    for (std::string_view n : PolicyNames())
+      known += std::string(known.empty() ? "" : ", ") + std::string(n);
     return Status::Errorf("--systems: %s: unknown policy '%s' (use %s, predictive-off)",
                           name.c_str(), policy.c_str(), known.c_str());
   }

@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/tick_engine.h"
 #include "tools/bench/engine_model.h"
 #include "tools/bench/hw_profile.h"
-#include "runtime/tick_engine.h"
 #include "tools/bench/workload.h"
 
 namespace kvtier::bench {

@@ -43,7 +43,7 @@ using HttpHandler = std::function<HttpResponse(const std::string& path)>;
 
 // The request line of a request head (what came before the blank line).
 struct HttpRequest {
-  std::string path;  // the target without its query string
+  std::string path;   // the target without its query string
   bool head = false;  // HEAD: answer without a body
 };
 // Parses the request line of `head`. False with *error set to the response

@@ -110,12 +110,11 @@ void PolicyTick(benchmark::State& state, const std::string& name) {
     ++ticks;
   }
   state.counters["worst_tick_us"] = static_cast<double>(worst_ns) / 1e3;
-  state.counters["ns_per_tick"] =
-      benchmark::Counter(static_cast<double>(ticks), benchmark::Counter::kIsRate |
-                                                         benchmark::Counter::kInvert);
-  state.counters["ns_per_signal"] = benchmark::Counter(
-      static_cast<double>(ticks * kFaultsPerTick),
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_tick"] = benchmark::Counter(
+      static_cast<double>(ticks), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_signal"] =
+      benchmark::Counter(static_cast<double>(ticks * kFaultsPerTick),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.counters["moves_per_tick"] =
       static_cast<double>(engine.totals().moves) / static_cast<double>(engine.totals().ticks);
 }

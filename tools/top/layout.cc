@@ -176,8 +176,8 @@ Line TierMeter(const char* label, uint8_t tier, uint64_t used, uint64_t budget, 
                const std::string& suffix) {
   Line line;
   line.Add(Fit(label, kLabelWidth), Style::kLabel);
-  const std::string figures =
-      FormatBytesRounded(used) + " / " + (budget == 0 ? std::string("none") : FormatBytesRounded(budget));
+  const std::string figures = FormatBytesRounded(used) + " / " +
+                              (budget == 0 ? std::string("none") : FormatBytesRounded(budget));
   // Past 60 characters a longer bar says nothing more.
   const int bar =
       std::clamp(width - kLabelWidth - 3 - 21 - static_cast<int>(suffix.size()), 10, 60);

@@ -3,9 +3,9 @@
 //
 // The first GPU is the one whose context is current on the calling thread
 // (the engine chose it with cudaSetDevice before its first allocation), else
-// ordinal 0; the backend sizes it (and every other GPU at its first use). Every failure says why in one line; the runtime then passes
-// every call through, so a machine without a GPU behaves as without kvtier.
-// Thread-safety: the runtime calls it once, under its start-up lock.
+// ordinal 0; the backend sizes it (and every other GPU at its first use). Every failure says why in
+// one line; the runtime then passes every call through, so a machine without a GPU behaves as
+// without kvtier. Thread-safety: the runtime calls it once, under its start-up lock.
 #include "runtime/device/cuda/cuda_device.h"
 
 #include <algorithm>

@@ -44,8 +44,7 @@ bool Resolve(void* lib, const char* name, Fn* out) {
 
 class CuptiSubmitWatch final : public SubmitWatch {
  public:
-  CuptiSubmitWatch(const Cupti& api, CUpti_SubscriberHandle handle)
-      : api_(api), handle_(handle) {}
+  CuptiSubmitWatch(const Cupti& api, CUpti_SubscriberHandle handle) : api_(api), handle_(handle) {}
   ~CuptiSubmitWatch() override { api_.unsubscribe(handle_); }
 
   static void CUPTIAPI Callback(void* userdata, CUpti_CallbackDomain, CUpti_CallbackId,

@@ -20,7 +20,8 @@ constexpr uint64_t kFreeMemoryRecheckNs = 50'000'000;
 
 Result<std::unique_ptr<UvmDevice>> UvmDevice::Create(UvmDeviceConfig config) {
   if (config.store != nullptr && config.api.cuMemDiscardBatchAsync == nullptr) {
-    Log(0, "KVTIER_DISK_BUDGET: no disk tier on this GPU: the CUDA driver has no "
+    Log(0,
+        "KVTIER_DISK_BUDGET: no disk tier on this GPU: the CUDA driver has no "
         "cuMemDiscardBatchAsync (CUDA 13 drivers have it), so a spilled page's memory could not "
         "be freed; pages stay in device and host memory");
     config.store = nullptr;
@@ -44,8 +45,10 @@ Result<std::unique_ptr<UvmDevice>> UvmDevice::Create(UvmDeviceConfig config) {
           dev->watch_ = std::move(watch).value();
           dev->gating_ = true;
         } else {
-          Log(0, "CUDA disk tier: %s; only ranges an engine hints KVTIER_HINT_DORMANT go to SSD, "
-              "and waking one brings it back at once", watch.status().message().c_str());
+          Log(0,
+              "CUDA disk tier: %s; only ranges an engine hints KVTIER_HINT_DORMANT go to SSD, "
+              "and waking one brings it back at once",
+              watch.status().message().c_str());
         }
         break;
       }

@@ -76,8 +76,8 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <set>
 #include <mutex>  // std::once_flag
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -157,9 +157,7 @@ class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
   std::vector<GpuUsage> gpus() const override;
   // Each move waits for its prefetch on the backend's stream; the mover
   // budgets them by the link (KVTIER_LINK_BANDWIDTH overrides this).
-  LinkRates link_rates() const override {
-    return {config_.link_bps, config_.link_bps, 0};
-  }
+  LinkRates link_rates() const override { return {config_.link_bps, config_.link_bps, 0}; }
 
   // UvmEventSink (CUPTI records).
   void OnUvmEvents(const UvmEvent* events, size_t count) override;
@@ -277,7 +275,7 @@ class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
   bool gating_ = false;      // submissions are seen (set in Create)
   std::unique_ptr<SubmitWatch> watch_;
   ScratchPool scratch_;
-  PageIo page_io_;  // its lock comes before mu_
+  PageIo page_io_;                   // its lock comes before mu_
   std::atomic<bool> sealed_{false};  // Region::spill_gate of every region
   // A submission must open the gate first: sealed, being sealed, or woken
   // pages still on disk. Written under mu_, read by every submission.
@@ -285,9 +283,9 @@ class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
   std::atomic<int64_t> in_flight_{0};  // submissions between enter and exit
   std::atomic<uint64_t> last_submit_ns_{0};
   bool sealing_ GUARDED_BY(mu_) = false;
-  uint64_t gate_epoch_ GUARDED_BY(mu_) = 0;  // +1 at every opening
+  uint64_t gate_epoch_ GUARDED_BY(mu_) = 0;    // +1 at every opening
   std::set<PageKey> pending_ GUARDED_BY(mu_);  // on disk and not dormant
-  int disk_io_ GUARDED_BY(mu_) = 0;           // pages being spilled or restored
+  int disk_io_ GUARDED_BY(mu_) = 0;            // pages being spilled or restored
   CondVar disk_io_done_;                       // with mu_
 
   Mutex stop_mu_;

@@ -71,7 +71,8 @@ void UvmDevice::OpenGate() {
     stalled = true;
     std::vector<PageKey> idle;
     for (const PageKey& key : pending_) {
-      const uint8_t flags = key.first->region->pages[key.second].flags.load(std::memory_order_relaxed);
+      const uint8_t flags =
+          key.first->region->pages[key.second].flags.load(std::memory_order_relaxed);
       if (!(flags & kPageInFlight)) idle.push_back(key);
     }
     if (idle.empty()) {
@@ -127,7 +128,8 @@ void UvmDevice::CheckIdle() {
   if (r != CUDA_SUCCESS) {
     UpdateClosedLocked();
     static std::atomic<bool> warned{false};
-    WarnOnce(&warned, "CUDA disk tier: waiting for queued GPU work failed (%s); idle regions are not "
+    WarnOnce(&warned,
+             "CUDA disk tier: waiting for queued GPU work failed (%s); idle regions are not "
              "spilled",
              config_.api.ErrorName(r));
     return;
@@ -214,9 +216,9 @@ void UvmDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
     PageRecord& rec = job.r->region->pages[job.page];
     if (!job.zero && !job.written.ok()) {
       // The store counted it and backs off; the host copy is the page.
-      results[job.index] = job.written.status().Annotate(
-          "CUDA disk tier: spill of region " + std::to_string(job.r->region->id) + " page " +
-          std::to_string(job.page));
+      results[job.index] = job.written.status().Annotate("CUDA disk tier: spill of region " +
+                                                         std::to_string(job.r->region->id) +
+                                                         " page " + std::to_string(job.page));
       continue;
     }
     if (rec.tier.load(std::memory_order_relaxed) != Tier::kHost || !GatedLocked(rec)) {

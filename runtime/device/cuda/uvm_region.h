@@ -15,7 +15,7 @@ struct UvmRegion {
   RegionPtr region;                          // held until DestroyRegion
   CUdevice device;                           // where its pages are promoted to
   std::unique_ptr<UvmDevice::Link[]> links;  // one per page
-  int disk_io = 0;         // its pages being spilled or restored (device's mutex)
+  int disk_io = 0;                           // its pages being spilled or restored (device's mutex)
   bool releasing = false;  // DestroyRegion waits for disk_io to end (device's mutex)
 };
 

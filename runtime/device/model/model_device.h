@@ -39,14 +39,14 @@ namespace kvtier {
 
 // Costs and capacities, in bytes, bytes per second and nanoseconds.
 struct ModelCosts {
-  uint64_t device_bytes = 0;       // HBM the tiered regions may occupy
+  uint64_t device_bytes = 0;  // HBM the tiered regions may occupy
   // Host tier budget. As on the other backends it is the policy's to keep
   // (demotions are not refused); the model reports the peak it reached.
   uint64_t host_bytes = 0;
-  uint64_t disk_bytes = 0;         // disk tier budget; 0 = no disk tier
-  double h2d_bps = 0;              // prefetch / explicit copy, host to device
-  double d2h_bps = 0;              // demotion and eviction copies
-  double fault_bps = 0;            // fault-driven migration, host to device
+  uint64_t disk_bytes = 0;          // disk tier budget; 0 = no disk tier
+  double h2d_bps = 0;               // prefetch / explicit copy, host to device
+  double d2h_bps = 0;               // demotion and eviction copies
+  double fault_bps = 0;             // fault-driven migration, host to device
   uint64_t fault_batch_ns = 0;      // service latency of one fault batch
   uint32_t fault_batch_blocks = 1;  // VA blocks one batch resolves
   // The driver's fault unit (UVM's VA block): faults on kvtier pages of one
@@ -71,8 +71,8 @@ struct ModelDeviceStats {
   uint64_t disk_read_bytes = 0;     // faults and promotions of spilled pages
   uint64_t faults = 0;              // pages faulted from host or disk
   uint64_t fault_batches = 0;       // each costs fault_batch_ns
-  uint64_t first_touches = 0;  // untouched pages populated by a fault
-  uint64_t populated = 0;      // untouched pages populated by Promote
+  uint64_t first_touches = 0;       // untouched pages populated by a fault
+  uint64_t populated = 0;           // untouched pages populated by Promote
   uint64_t driver_evictions = 0;
   uint64_t aborted_demotions = 0;  // touched or promoted while moving down
   uint64_t fault_wait_ns = 0;      // sum over faulted pages of their wait

@@ -135,7 +135,8 @@ void SimDevice::CopyBlocksInForkChild() NO_THREAD_SAFETY_ANALYSIS {
     const size_t page_size = r->region->page_size;
     void* copy = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (copy == MAP_FAILED) {
-      Log(0, "fork child: no memory for a private copy of a tiered block (%zu bytes at %p): %s; "
+      Log(0,
+          "fork child: no memory for a private copy of a tiered block (%zu bytes at %p): %s; "
           "stopping the child",
           bytes, reinterpret_cast<void*>(base), strerror(errno));
       _exit(70);
@@ -160,7 +161,8 @@ void SimDevice::CopyBlocksInForkChild() NO_THREAD_SAFETY_ANALYSIS {
     }
     // The copy takes the engine view's place (and its address).
     if (mremap(copy, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, r->views.engine) == MAP_FAILED) {
-      Log(0, "fork child: cannot put the private copy of a tiered block at %p: %s; stopping the "
+      Log(0,
+          "fork child: cannot put the private copy of a tiered block at %p: %s; stopping the "
           "child",
           reinterpret_cast<void*>(base), strerror(errno));
       _exit(70);

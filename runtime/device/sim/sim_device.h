@@ -20,19 +20,17 @@
 // page out of the memfd (fallocate PUNCH_HOLE) => kDisk, with the slot and
 // checksum in the PageRecord. A page that reads as all zeros is punched out
 // and written nowhere => kUntouched: its next touch is filled with zeros, as
-// a never-touched page's is (counted as zero_pages_dropped). A touch meanwhile is a MINOR fault like any on
-// a host page; it sets kPageTouchedDuringMove and the spill, finding it, frees
-// the slot and keeps the page where the fault put it. A failed write leaves
-// the page on the host (the store counts it and backs off). The next touch of
-// a spilled page raises MISSING: the fault thread marks it in flight, reads it
-// into a private page-aligned buffer outside the lock (the store verifies the
-// checksum and retries once), then under the lock makes room and installs it
-// with UFFDIO_COPY. Another fault on that page meanwhile is dropped: the
-// install wakes every thread waiting on the page (so one read per restore);
-// restores of different pages read in parallel. A read that fails for good
-// stops the process (never hand corrupted KV to the engine). Promote of a
-// spilled page restores it the same way. The store counts spilled_*,
-// restored_* and disk_used_bytes; the device moves host_used_bytes.
+// a never-touched page's is (counted as zero_pages_dropped). A touch meanwhile is a MINOR fault
+// like any on a host page; it sets kPageTouchedDuringMove and the spill, finding it, frees the slot
+// and keeps the page where the fault put it. A failed write leaves the page on the host (the store
+// counts it and backs off). The next touch of a spilled page raises MISSING: the fault thread marks
+// it in flight, reads it into a private page-aligned buffer outside the lock (the store verifies
+// the checksum and retries once), then under the lock makes room and installs it with UFFDIO_COPY.
+// Another fault on that page meanwhile is dropped: the install wakes every thread waiting on the
+// page (so one read per restore); restores of different pages read in parallel. A read that fails
+// for good stops the process (never hand corrupted KV to the engine). Promote of a spilled page
+// restores it the same way. The store counts spilled_*, restored_* and disk_used_bytes; the device
+// moves host_used_bytes.
 //
 // Fork: the child inherits the views but not the userfaultfd registration
 // (no UFFD_FEATURE_EVENT_FORK) nor the handler threads. The child must call

@@ -570,8 +570,8 @@ void SimDevice::RestoreLoop() {
   std::vector<Finished> finished;
   for (;;) {
     std::vector<size_t> started;
-    bool chunk_starved = false;  // reads are queued, but every chunk is taken
-    std::vector<Evicted> mapped_evicted;                 // by pages mapped back from host memory
+    bool chunk_starved = false;           // reads are queued, but every chunk is taken
+    std::vector<Evicted> mapped_evicted;  // by pages mapped back from host memory
     std::vector<std::pair<RegionPtr, uint32_t>> mapped;  // those pages
     {
       MutexLock lock(&mu_);

@@ -93,7 +93,7 @@ struct ShmViews {
   int memfd = -1;
   uint8_t* engine = nullptr;
   uint8_t* alias = nullptr;
-  size_t bytes = 0;  // length of the memfd and of both views
+  size_t bytes = 0;          // length of the memfd and of both views
   VaRange* range = nullptr;  // where the engine view was placed; null: anywhere
 
   // Creates the memfd (`name` shows in /proc/<pid>/maps) and both views. With

@@ -71,12 +71,13 @@ __attribute__((visibility("default"))) void* malloc(size_t size) {
 
 __attribute__((visibility("default"))) void* calloc(size_t count, size_t size) {
   void* p = __libc_calloc(count, size);
-  if (size == 0 || count <= SIZE_MAX / size) Report("calloc", count * size, __builtin_return_address(0));
+  if (size == 0 || count <= SIZE_MAX / size)
+    Report("calloc", count * size, __builtin_return_address(0));
   return p;
 }
 
 __attribute__((visibility("default"))) int posix_memalign(void** out, size_t alignment,
-                                                           size_t size) {
+                                                          size_t size) {
   if (alignment < sizeof(void*) || (alignment & (alignment - 1)) != 0) return EINVAL;
   void* p = __libc_memalign(alignment, size);
   if (p == nullptr) return ENOMEM;

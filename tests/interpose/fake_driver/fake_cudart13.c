@@ -25,10 +25,9 @@ int cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsigned ver
   if (proc == NULL || fn == NULL) return 35; /* cudaErrorInsufficientDriver */
   *fn = proc(symbol, (int)version, flags);
   if (status) *status = *fn ? 0 : 1; /* success, symbol not found */
-  return *fn ? 0 : 500;               /* cudaErrorSymbolNotFound */
+  return *fn ? 0 : 500;              /* cudaErrorSymbolNotFound */
 }
 
-int cudaGetDriverEntryPoint(const char* symbol, void** fn, unsigned long long flags,
-                            int* status) {
+int cudaGetDriverEntryPoint(const char* symbol, void** fn, unsigned long long flags, int* status) {
   return cudaGetDriverEntryPointByVersion(symbol, fn, 13000, flags, status);
 }

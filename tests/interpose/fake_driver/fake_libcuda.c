@@ -31,26 +31,61 @@ enum {
 
 static int g_calls[32];
 enum {
-  cInit, cDriverGetVersion, cMemAlloc_v2, cMemAlloc_v1, cMemFree_v2, cMemGetInfo_v2,
-  cLaunchKernel, cLaunchKernel_ptsz, cGraphCreate, cGetExportTable, cGetErrorName,
-  cGetProcAddress_v1, cGetProcAddress_v2, cCount
+  cInit,
+  cDriverGetVersion,
+  cMemAlloc_v2,
+  cMemAlloc_v1,
+  cMemFree_v2,
+  cMemGetInfo_v2,
+  cLaunchKernel,
+  cLaunchKernel_ptsz,
+  cGraphCreate,
+  cGetExportTable,
+  cGetErrorName,
+  cGetProcAddress_v1,
+  cGetProcAddress_v2,
+  cCount
 };
-static const char* const kNames[cCount] = {
-    "cuInit", "cuDriverGetVersion", "cuMemAlloc_v2", "cuMemAlloc", "cuMemFree_v2",
-    "cuMemGetInfo_v2", "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuGraphCreate",
-    "cuGetExportTable", "cuGetErrorName", "cuGetProcAddress", "cuGetProcAddress_v2"};
+static const char* const kNames[cCount] = {"cuInit",
+                                           "cuDriverGetVersion",
+                                           "cuMemAlloc_v2",
+                                           "cuMemAlloc",
+                                           "cuMemFree_v2",
+                                           "cuMemGetInfo_v2",
+                                           "cuLaunchKernel",
+                                           "cuLaunchKernel_ptsz",
+                                           "cuGraphCreate",
+                                           "cuGetExportTable",
+                                           "cuGetErrorName",
+                                           "cuGetProcAddress",
+                                           "cuGetProcAddress_v2"};
 
-EXPORT CUresult cuInit(unsigned flags) { ++g_calls[cInit]; return kNoDevice; }
+EXPORT CUresult cuInit(unsigned flags) {
+  ++g_calls[cInit];
+  return kNoDevice;
+}
 EXPORT CUresult cuDriverGetVersion(int* v) {
   ++g_calls[cDriverGetVersion];
   if (!v) return kInvalidValue;
   *v = 13000;
   return kSuccess;
 }
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) { ++g_calls[cMemAlloc_v2]; return kNotInitialized; }
-EXPORT CUresult cuMemAlloc(unsigned* p, unsigned n) { ++g_calls[cMemAlloc_v1]; return kNotInitialized; }
-EXPORT CUresult cuMemFree_v2(CUdeviceptr p) { ++g_calls[cMemFree_v2]; return kNotInitialized; }
-EXPORT CUresult cuMemGetInfo_v2(size_t* f, size_t* t) { ++g_calls[cMemGetInfo_v2]; return kNotInitialized; }
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
+  ++g_calls[cMemAlloc_v2];
+  return kNotInitialized;
+}
+EXPORT CUresult cuMemAlloc(unsigned* p, unsigned n) {
+  ++g_calls[cMemAlloc_v1];
+  return kNotInitialized;
+}
+EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
+  ++g_calls[cMemFree_v2];
+  return kNotInitialized;
+}
+EXPORT CUresult cuMemGetInfo_v2(size_t* f, size_t* t) {
+  ++g_calls[cMemGetInfo_v2];
+  return kNotInitialized;
+}
 EXPORT CUresult cuLaunchKernel(void* f, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e,
                                unsigned g, unsigned s, void* st, void** p, void** x) {
   ++g_calls[cLaunchKernel];
@@ -62,7 +97,10 @@ EXPORT CUresult cuLaunchKernel_ptsz(void* f, unsigned a, unsigned b, unsigned c,
   ++g_calls[cLaunchKernel_ptsz];
   return kNotInitialized;
 }
-EXPORT CUresult cuGraphCreate(void** g, unsigned flags) { ++g_calls[cGraphCreate]; return kNotInitialized; }
+EXPORT CUresult cuGraphCreate(void** g, unsigned flags) {
+  ++g_calls[cGraphCreate];
+  return kNotInitialized;
+}
 EXPORT CUresult cuGetExportTable(const void** table, const void* id) {
   ++g_calls[cGetExportTable];
   return kNotSupported;
@@ -85,7 +123,8 @@ EXPORT CUresult cuFuncGetParamInfo(void* f, size_t index, size_t* offset, size_t
 static void* Lookup(const char* symbol, int version, unsigned long long flags) {
   if (strcmp(symbol, "cuInit") == 0) return (void*)cuInit;
   if (strcmp(symbol, "cuDriverGetVersion") == 0) return (void*)cuDriverGetVersion;
-  if (strcmp(symbol, "cuMemAlloc") == 0) return version >= 3020 ? (void*)cuMemAlloc_v2 : (void*)cuMemAlloc;
+  if (strcmp(symbol, "cuMemAlloc") == 0)
+    return version >= 3020 ? (void*)cuMemAlloc_v2 : (void*)cuMemAlloc;
   if (strcmp(symbol, "cuMemFree") == 0) return (void*)cuMemFree_v2;
   if (strcmp(symbol, "cuMemGetInfo") == 0) return (void*)cuMemGetInfo_v2;
   if (strcmp(symbol, "cuLaunchKernel") == 0)
