@@ -219,7 +219,7 @@ KVTIER_NOT_SANITIZED inline bool ValidAlignment(size_t align) {
 __attribute__((constructor)) void InitHostHeap() {
   HookScope scope;
   const Options& options = Runtime::ProcessOptions();
-  if (options.backend != "host") return;
+  if (options.backend != kvtier::Backend::kHost) return;
   Result<AllocationMatcher> match = AllocationMatcher::Parse(options.match);
   if (!match.ok()) return;  // ProcessOptions has already stopped the process
   if (dlsym(RTLD_DEFAULT, "malloc") != reinterpret_cast<void*>(&::malloc)) {

@@ -16,7 +16,7 @@ namespace {
 
 // The process's runtime, or null when kvtier is off here.
 kvtier::Runtime* ActiveRuntime() {
-  if (kvtier::Runtime::ProcessOptions().backend == "off") return nullptr;
+  if (kvtier::Runtime::ProcessOptions().backend == kvtier::Backend::kOff) return nullptr;
   return kvtier::Runtime::Get();
 }
 

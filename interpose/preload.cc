@@ -14,9 +14,11 @@ std::atomic<int> g_mode{kUndecided};
 
 Mode DecideMode() {
   const Options& options = Runtime::ProcessOptions();
-  if (options.backend == "sim") return Mode::kSim;
+  if (options.backend == Backend::kSim) return Mode::kSim;
   // host tiers heap blocks (host_alloc.cc); CUDA calls pass through.
-  if (options.backend == "off" || options.backend == "host") return Mode::kPassThrough;
+  if (options.backend == Backend::kOff || options.backend == Backend::kHost) {
+    return Mode::kPassThrough;
+  }
   // auto or cuda: tier only when a device backend started. Without one the
   // program must see exactly what the real libcudart says.
   return Runtime::Get() != nullptr ? Mode::kTier : Mode::kPassThrough;

@@ -113,14 +113,14 @@ Runtime* StartCuda(const Options& options) {
   if (!created.ok()) {
     // No usable GPU: every call passes through, and the program sees the
     // CUDA runtime's own error codes.
-    Log(1, "KVTIER_BACKEND=%s: %s; passing every call through", options.backend.c_str(),
+    Log(1, "KVTIER_BACKEND=%s: %s; passing every call through", BackendName(options.backend),
         created.status().message().c_str());
     return nullptr;
   }
   return created.value().release();
 #else
   Log(1, "KVTIER_BACKEND=%s: this build has no CUDA backend; passing every call through",
-      options.backend.c_str());
+      BackendName(options.backend));
   return nullptr;
 #endif
 }
@@ -187,12 +187,19 @@ Runtime* Runtime::Get() {
   if (g_init_done.load(std::memory_order_relaxed)) return g_runtime.load(std::memory_order_relaxed);
   const Options& options = ProcessOptions();
   Runtime* rt = nullptr;
-  if (options.backend == "sim") {
-    rt = StartSim(options);
-  } else if (options.backend == "host") {
-    rt = StartHost(options);
-  } else if (options.backend != "off") {
-    rt = StartCuda(options);
+  switch (options.backend) {
+    case Backend::kSim:
+      rt = StartSim(options);
+      break;
+    case Backend::kHost:
+      rt = StartHost(options);
+      break;
+    case Backend::kAuto:
+    case Backend::kCuda:
+      rt = StartCuda(options);
+      break;
+    case Backend::kOff:
+      break;
   }
   g_runtime.store(rt, std::memory_order_release);
   g_init_done.store(true, std::memory_order_release);

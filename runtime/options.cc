@@ -16,7 +16,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "policies/registry.h"
 #include "runtime/units.h"
@@ -153,6 +155,24 @@ Status ParseEnumOption(const OptionInfo& row, std::string_view text, std::string
   return Invalid(row, text, "unknown value");
 }
 
+constexpr std::pair<Backend, std::string_view> kBackendNames[] = {
+    {Backend::kAuto, "auto"}, {Backend::kCuda, "cuda"}, {Backend::kSim, "sim"},
+    {Backend::kHost, "host"}, {Backend::kOff, "off"},
+};
+
+// An Enum whose names options.def lists and kBackendNames maps.
+Status ParseBackendOption(const OptionInfo& row, std::string_view text, Backend* out) {
+  std::string name;
+  if (Status s = ParseEnumOption(row, text, &name); !s.ok()) return s;
+  for (const auto& [backend, spelled] : kBackendNames) {
+    if (spelled == name) {
+      *out = backend;
+      return Status::Ok();
+    }
+  }
+  return Invalid(row, text, "options.def accepts a backend that kvtier does not know");
+}
+
 Status ParseStringOption(const OptionInfo& row, std::string_view text, std::string* out) {
   *out = std::string(text);
   return Status::Ok();
@@ -237,6 +257,7 @@ std::string FormatValue(double v) {
 }
 std::string FormatValue(const std::string& v) { return v; }
 std::string FormatValue(const DeviceSizes& v) { return FormatDeviceSizes(v); }
+std::string FormatValue(Backend v) { return BackendName(v); }
 [[maybe_unused]] std::string FormatValue(const std::vector<std::string>& v) {
   std::string s;
   for (const std::string& item : v) s += (s.empty() ? "" : ",") + item;
@@ -273,6 +294,13 @@ const std::vector<OptionInfo>& OptionTable() {
 }
 
 EnvLookup ProcessEnv() { return &GetProcessEnv; }
+
+const char* BackendName(Backend backend) {
+  for (const auto& [b, name] : kBackendNames) {
+    if (b == backend) return name.data();
+  }
+  return "?";
+}
 
 Status CheckUnknownVariables(char** envp) {
   constexpr std::string_view kPrefix = "KVTIER_";

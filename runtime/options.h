@@ -26,6 +26,18 @@ struct DeviceSizes {
   bool operator==(const DeviceSizes&) const = default;
 };
 
+// KVTIER_BACKEND, parsed once: the rest of kvtier compares these, never
+// the text.
+enum class Backend {
+  kAuto,  // cuda when a device answers, else pass-through
+  kCuda,  // the CUDA backend (managed memory on a real GPU)
+  kSim,   // the simulated GPU (memfd + userfaultfd)
+  kHost,  // a CPU engine's heap blocks (memfd + userfaultfd, spilled to SSD)
+  kOff,   // every call passes through
+};
+// "auto", "cuda", "sim", "host", "off": the spelling KVTIER_BACKEND takes.
+const char* BackendName(Backend backend);
+
 namespace option_types {
 using Bool = bool;
 using Size = uint64_t;
@@ -35,6 +47,7 @@ using Enum = std::string;
 using String = std::string;
 using List = std::vector<std::string>;
 using DeviceSizes = kvtier::DeviceSizes;
+using Backend = kvtier::Backend;
 }  // namespace option_types
 
 struct Options {

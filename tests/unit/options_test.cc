@@ -5,13 +5,16 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "policies/registry.h"
@@ -96,7 +99,7 @@ TEST(ParseOptions, DefaultsWhenUnset) {
   Result<Options> r = ParseOptions(MapEnv({}));
   ASSERT_TRUE(r.ok()) << r.status().message();
   const Options& o = r.value();
-  EXPECT_EQ(o.backend, "auto");
+  EXPECT_EQ(o.backend, Backend::kAuto);
   EXPECT_EQ(o.page_size, 64 * kKiB);
   EXPECT_EQ(o.device_budget, DeviceSizes{});
   EXPECT_EQ(o.host_budget, 0u);
@@ -126,9 +129,10 @@ TEST(ParseOptions, AcceptsGoodValuesOfEveryType) {
     const char* value;
     std::function<bool(const Options&)> holds;
   } cases[] = {
-      {"KVTIER_BACKEND", "sim", [](const Options& o) { return o.backend == "sim"; }},
-      {"KVTIER_BACKEND", "CUDA", [](const Options& o) { return o.backend == "cuda"; }},
-      {"KVTIER_BACKEND", "Off", [](const Options& o) { return o.backend == "off"; }},
+      {"KVTIER_BACKEND", "sim", [](const Options& o) { return o.backend == Backend::kSim; }},
+      {"KVTIER_BACKEND", "CUDA", [](const Options& o) { return o.backend == Backend::kCuda; }},
+      {"KVTIER_BACKEND", "Off", [](const Options& o) { return o.backend == Backend::kOff; }},
+      {"KVTIER_BACKEND", "host", [](const Options& o) { return o.backend == Backend::kHost; }},
       {"KVTIER_POLICY", "LRU", [](const Options& o) { return o.policy == "lru"; }},
       {"KVTIER_PAGE_SIZE", "64K", [](const Options& o) { return o.page_size == 64 * kKiB; }},
       {"KVTIER_PAGE_SIZE", "4MiB", [](const Options& o) { return o.page_size == 4 * kMiB; }},
@@ -245,6 +249,26 @@ TEST(ParseOptions, MessageMatchesTheDocumentedForm) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
             "KVTIER_PAGE_SIZE=3M: not a power of two (accepted: a power of two from 64K to 1G)");
+}
+
+TEST(ParseOptions, EveryBackendTheTableAcceptsParsesAndIsNamedBack) {
+  // The accepted column of KVTIER_BACKEND and the Backend enum agree both ways.
+  const auto& table = OptionTable();
+  auto row = std::find_if(table.begin(), table.end(),
+                          [](const OptionInfo& r) { return r.env == "KVTIER_BACKEND"; });
+  ASSERT_NE(row, table.end());
+  std::string_view accepted = row->accepted;
+  std::set<Backend> seen;
+  while (!accepted.empty()) {
+    const size_t bar = accepted.find('|');
+    const std::string name(accepted.substr(0, bar));
+    Result<Options> r = ParseOptions(MapEnv({{"KVTIER_BACKEND", name}}));
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status().message();
+    EXPECT_EQ(BackendName(r.value().backend), name);
+    seen.insert(r.value().backend);
+    accepted = bar == std::string_view::npos ? "" : accepted.substr(bar + 1);
+  }
+  EXPECT_EQ(seen.size(), 5u) << "each name a different backend";
 }
 
 TEST(ParseOptions, PolicyAcceptsTheRegisteredPolicies) {
