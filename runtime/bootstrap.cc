@@ -64,7 +64,7 @@ Runtime* StartSim(const Options& options) {
     effective.device_budget = DeviceSizes{effective.sim_device_memory / 10 * 9, {}};
   }
   Runtime::Parts parts;
-  auto created = Runtime::Create(effective, std::move(parts));
+  auto created = Runtime::Create(effective, parts);
   if (created.ok()) return created.value().release();
   Log(0, "cannot start the simulated GPU: %s; running without kvtier",
       created.status().message().c_str());
@@ -93,7 +93,7 @@ Runtime* StartHost(const Options& options) {
     return nullptr;
   }
   parts.data_range = &VaRange::Process();
-  auto created = Runtime::Create(effective, std::move(parts));
+  auto created = Runtime::Create(effective, parts);
   if (created.ok()) return created.value().release();
   Log(0, "cannot start the host backend: %s; running without kvtier",
       created.status().message().c_str());
@@ -109,7 +109,7 @@ Runtime* StartCuda(const Options& options) {
                             const Runtime::StoreOpener& open_store) {
     return MakeCudaDevice(options, events, counters, open_store);
   };
-  auto created = Runtime::Create(options, std::move(parts));
+  auto created = Runtime::Create(options, parts);
   if (!created.ok()) {
     // No usable GPU: every call passes through, and the program sees the
     // CUDA runtime's own error codes.

@@ -283,7 +283,7 @@ MoveReport Mover::Execute(const Decisions& decisions, const std::function<Region
         if (!g.alive) continue;
         if (!group.empty() && !affordable(g)) {
           Defer(std::move(g));
-          g.alive = false;
+          g.alive = false;  // NOLINT(bugprone-use-after-move): marks the emptied slot
           continue;
         }
         Region* gr = find(g.move.region);
@@ -354,7 +354,7 @@ MoveReport Mover::Execute(const Decisions& decisions, const std::function<Region
       spent_total -= group_bytes;
       if (!fits) {
         Defer(std::move(g));
-        g.alive = false;
+        g.alive = false;  // NOLINT(bugprone-use-after-move): marks the emptied slot
         continue;
       }
       group.push_back(&g);

@@ -45,7 +45,7 @@ uint64_t PhysicalMemory() {
   return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
 }
 
-Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, Parts parts) {
+Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, const Parts& parts) {
   const StartStepCheck& check = parts.check_step;
   PolicySettings settings;
   settings.predict = options.predict;
@@ -542,7 +542,7 @@ std::string Runtime::SummaryText() {
              (unsigned long long)g(c.spilled_pages), b(c.spilled_bytes).c_str(),
              (unsigned long long)g(c.restored_pages), b(c.restored_bytes).c_str(),
              (unsigned long long)g(c.zero_pages_dropped),
-             (unsigned long long)(g(c.spill_errors) + g(c.restore_errors)),
+             (unsigned long long)g(c.spill_errors) + (unsigned long long)g(c.restore_errors),
              (unsigned long long)g(c.checksum_mismatches), SealWords(store_.get()));
     out += buf;
     out += InjectedSummaryText();

@@ -94,7 +94,7 @@ class Runtime : public DeviceEvents {
   // Builds a runtime from `parts`. Fails when the policy, the device or the
   // policy thread cannot be made; a disk tier or stats segment that cannot be
   // made costs only that part (one warning).
-  static Result<std::unique_ptr<Runtime>> Create(const Options& options, Parts parts);
+  static Result<std::unique_ptr<Runtime>> Create(const Options& options, const Parts& parts);
   ~Runtime() override;
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;

@@ -60,9 +60,9 @@ uint64_t RealtimeNs() {
 uint64_t SelfStartTicks() { return ProcStartTicks("/proc/self/stat"); }
 
 void CopyString(char* dst, size_t cap, const std::string& src) {
-  size_t n = std::min(src.size(), cap - 1);
-  memcpy(dst, src.data(), n);
-  memset(dst + n, 0, cap - n);
+  // Zero-padded and always terminated: readers take the field as it is.
+  memset(dst, 0, cap);
+  src.copy(dst, std::min(src.size(), cap - 1));
 }
 
 // Paths of the segments this process publishes: a second Create for the same

@@ -281,7 +281,7 @@ class SimDevice final : public Device {
     uint32_t page;
     size_t index;  // into the caller's results
   };
-  std::vector<Leaving> LeaveUnwritten(std::vector<Leaving> jobs, std::span<Status> results);
+  std::vector<Leaving> LeaveUnwritten(const std::vector<Leaving>& jobs, std::span<Status> results);
   // Punches `pages` (sorted) out of the memfd, one fallocate per run of
   // neighbours; a page's status says whether it is out. The regions must
   // stay (the lock held, or their disk_io counted).

@@ -46,7 +46,7 @@ void SimDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
     }
   }
   if (jobs.empty()) return;
-  jobs = LeaveUnwritten(std::move(jobs), results);
+  jobs = LeaveUnwritten(jobs, results);
   if (jobs.empty()) return;
   // In page order, so that a run of pages lands in a run of slots (the
   // store hands them out next-fit) and comes back in few reads.
@@ -67,7 +67,7 @@ void SimDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
   });
 }
 
-std::vector<SimDevice::Leaving> SimDevice::LeaveUnwritten(std::vector<Leaving> jobs,
+std::vector<SimDevice::Leaving> SimDevice::LeaveUnwritten(const std::vector<Leaving>& jobs,
                                                           std::span<Status> results) {
   // The pages' PTEs in the engine view are zapped, so the engine cannot
   // change them without a fault (which marks them touched). Hashed with the
@@ -111,6 +111,7 @@ std::vector<SimDevice::Leaving> SimDevice::LeaveUnwritten(std::vector<Leaving> j
   std::sort(leave.begin(), leave.end(),
             [](const Leave& x, const Leave& y) { return PageOrder(x.at, y.at); });
   std::vector<PageOf> at;
+  at.reserve(leave.size());
   for (const Leave& l : leave) at.push_back(l.at);
   std::vector<Status> punched = PunchRuns(at);
   for (size_t i = 0; i < leave.size(); ++i) {

@@ -508,14 +508,15 @@ void SimDevice::RestoreLoop() {
   const size_t max_pages = std::max<size_t>(kRestoreBytes / page_size, 1);
   const size_t max_copies = std::max<size_t>(kCopyBytes / page_size, 1);
   Result<std::unique_ptr<SpillBatch>> made = store_->NewBatch(static_cast<unsigned>(depth));
-  std::unique_ptr<SpillBatch> batch = made.ok() ? std::move(made).value() : nullptr;
-  if (!batch) {
+  std::unique_ptr<SpillBatch> batch;
+  if (!made.ok()) {
     Log(0,
         "simulated GPU: the restore pipeline has no I/O queue (%s); restores read one page "
         "at a time and no copies are written ahead",
         made.status().message().c_str());
-  } else if (restore_wake_fd_ >= 0) {
-    (void)batch->SetWakeFd(restore_wake_fd_);
+  } else {
+    batch = std::move(made).value();
+    if (restore_wake_fd_ >= 0) (void)batch->SetWakeFd(restore_wake_fd_);
   }
   bool runs = true;  // off once the store refuses a run (it bounces reads)
   struct Op {
