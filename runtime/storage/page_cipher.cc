@@ -116,13 +116,21 @@ Status PageCipher::Seal(const SealId& id, const uint8_t* src, uint8_t* dst, size
   alignas(64) uint8_t chunk[kSealChunk];
   for (size_t off = 0; ok && off < len; off += kSealChunk) {
     const size_t n = std::min(kSealChunk, len - off);
-    ok = EVP_EncryptUpdate(c.ctx, chunk, &out, src + off, static_cast<int>(n)) == 1 &&
-         static_cast<size_t>(out) == n;
+    ok = EVP_EncryptUpdate(c.ctx, chunk, &out, src + off, static_cast<int>(n)) == 1;
+    if (ok && static_cast<size_t>(out) != n) {
+      return Status::Errorf("disk encryption: sealing a page failed: OpenSSL wrote %d of %zu bytes",
+                            out, n);
+    }
     if (ok) memcpy(dst + off, chunk, n);
   }
-  ok = ok && EVP_EncryptFinal_ex(c.ctx, chunk, &tail) == 1 && tail == 0 &&
+  ok = ok && EVP_EncryptFinal_ex(c.ctx, chunk, &tail) == 1 &&
        EVP_CIPHER_CTX_ctrl(c.ctx, EVP_CTRL_GCM_GET_TAG, kSealTagBytes, tag) == 1;
   if (!ok) return Status::Error(OpenSslError("disk encryption: sealing a page failed"));
+  if (tail != 0) {
+    // GCM is a stream mode: Update writes every byte, Final none.
+    return Status::Errorf(
+        "disk encryption: sealing a page failed: OpenSSL wrote %d bytes at the end", tail);
+  }
   return Status::Ok();
 }
 

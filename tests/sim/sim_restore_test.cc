@@ -188,13 +188,14 @@ TEST_F(SimDiskTest, AStrideLearnedFromFaultsBringsASpanBackInEveryLayer) {
   SpillAll(*dev, r);
 
   // The engine reads cells 4..11 of layer 0 only.
+  const RecordingEvents::Mark before_reads = events_.MarkNow();
   for (uint32_t p = 4; p < 12; ++p) ASSERT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1);
   // The span it faulted on comes back at every layer, untouched.
   for (uint32_t l = 1; l < kLayers; ++l) {
     EXPECT_TRUE(WaitForTier(r, l * kLayer + 4, Tier::kDevice)) << "layer " << l;
   }
   // Layer 0's faults are counted by then (the reader may run on before).
-  ASSERT_TRUE(events_.WaitForPagesReported(r.id, 4, 8));
+  ASSERT_TRUE(events_.WaitForPagesBackFromDisk(before_reads, r.id, 4, 8));
   const uint64_t faults = Get(counters_.faults);
   for (uint32_t l = 1; l < kLayers; ++l) {
     const uint32_t p = l * kLayer + 4;

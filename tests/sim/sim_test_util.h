@@ -69,16 +69,28 @@ class RecordingEvents : public DeviceEvents {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, kEventDeadline, [&] { return faults_.size() + ahead_.size() >= n; });
   }
-  // Each of pages [first, first+count) of a region reported, as a fault or
-  // as brought back ahead: its counters are settled then (a toucher woken by
-  // an install may run before they are).
-  bool WaitForPagesReported(RegionId region, uint32_t first, uint32_t count) {
+  // How many faults and pages brought back ahead have been reported so far.
+  struct Mark {
+    size_t faults = 0;
+    size_t ahead = 0;
+  };
+  Mark MarkNow() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {faults_.size(), ahead_.size()};
+  }
+  // Each of pages [first, first+count) of a region reported back from disk
+  // after `since`, by a fault or ahead of one: its counters are settled then
+  // (a toucher woken by an install may run before they are).
+  bool WaitForPagesBackFromDisk(Mark since, RegionId region, uint32_t first, uint32_t count) {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, kEventDeadline, [&] {
       for (uint32_t p = first; p < first + count; ++p) {
-        auto is_p = [&](const auto& e) { return e.region == region && e.page == p; };
-        if (std::none_of(faults_.begin(), faults_.end(), is_p) &&
-            std::none_of(ahead_.begin(), ahead_.end(), is_p)) {
+        auto faulted = [&](const Fault& e) {
+          return e.region == region && e.page == p && e.from == Tier::kDisk;
+        };
+        auto ahead = [&](const Eviction& e) { return e.region == region && e.page == p; };
+        if (std::none_of(faults_.begin() + since.faults, faults_.end(), faulted) &&
+            std::none_of(ahead_.begin() + since.ahead, ahead_.end(), ahead)) {
           return false;
         }
       }

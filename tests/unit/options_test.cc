@@ -269,6 +269,13 @@ TEST(ParseOptions, EveryBackendTheTableAcceptsParsesAndIsNamedBack) {
     accepted = bar == std::string_view::npos ? "" : accepted.substr(bar + 1);
   }
   EXPECT_EQ(seen.size(), 5u) << "each name a different backend";
+  // And every backend has a name the table accepts.
+  for (Backend b : {Backend::kAuto, Backend::kCuda, Backend::kSim, Backend::kHost, Backend::kOff}) {
+    EXPECT_NE(
+        ("|" + std::string(row->accepted) + "|").find("|" + std::string(BackendName(b)) + "|"),
+        std::string::npos)
+        << BackendName(b);
+  }
 }
 
 TEST(ParseOptions, PolicyAcceptsTheRegisteredPolicies) {
