@@ -49,6 +49,12 @@ enum PageFlag : uint8_t {
   // checksum): while its bytes still hash to checksum it leaves again
   // without a write. Set and cleared by the backend under its lock.
   kPageDiskCopy = 1 << 5,
+  // Unchanged since its bytes were last copied to SSD or back from there:
+  // mapped write-protected since, so that a write would have raised a WP
+  // fault and cleared it (sim backends with write protection). With
+  // kPageDiskCopy, the page leaves again without a write and without
+  // hashing its bytes. Set and cleared by the backend under its lock.
+  kPageUnwritten = 1 << 6,
 };
 
 struct PageRecord {

@@ -2,7 +2,8 @@
 // mechanism at a time: a run of spilled pages comes back in few reads ahead
 // of its touches; reads far apart in the file are in flight together; a
 // fault while another read is held is served meanwhile; a page back from disk
-// keeps its copy and leaves again unwritten until it changes; the stride
+// keeps its copy and leaves again unwritten until it changes (a write to it
+// caught by its write protection, or its hash where there is none); the stride
 // learned from where faults start brings a session's span back in every
 // layer; copies written ahead make the next eviction free.
 #include <atomic>
@@ -28,6 +29,11 @@ void SpillAll(SimDevice& dev, Region& r) {
   for (size_t i = 0; i < results.size(); ++i) {
     EXPECT_TRUE(results[i].ok()) << i << ": " << results[i].message();
   }
+}
+
+bool Protectable(const Region& r) { return static_cast<const SimRegion*>(r.backend)->protectable; }
+bool Unwritten(const Region& r, uint32_t page) {
+  return (r.pages[page].flags.load() & kPageUnwritten) != 0;
 }
 
 TEST_F(SimDiskTest, ARunOfSpilledPagesComesBackInFewReadsAheadOfItsTouches) {
@@ -162,6 +168,68 @@ TEST_F(SimDiskTest, APageBackFromDiskLeavesAgainWithoutAWriteUntilItChanges) {
   EXPECT_EQ(CheckPattern(PageBase(r, 0), kPage, Seed(0, 2)), -1);
 }
 
+// A page back from disk is mapped write-protected: reads leave it known
+// unchanged, the first write raises one write fault that says otherwise,
+// and then the page is written again as it leaves. Without write protection
+// (SimDeviceConfig::write_protect off) its hash says the same.
+class SimDiskWriteTest : public SimDiskTest {
+ protected:
+  void WriteAfterRestore(bool protect) {
+    SpillStore* store = MakeStore(8);
+    ASSERT_TRUE(store);
+    SimDeviceConfig config;
+    config.write_protect = protect;
+    auto dev = MakeDevice(8 * kPage, 1, false, store, config);
+    ASSERT_TRUE(dev);
+    RegionPtr region = HostRegion(*dev, 27, 2);
+    ASSERT_TRUE(region);
+    Region& r = *region;
+    if (protect && !Protectable(r)) {
+      KVTIER_SKIP_WITHOUT(
+          "userfaultfd cannot write-protect shmem here (Linux 5.19+, and "
+          "kernel-mode faults caught)");
+    }
+    ASSERT_EQ(Protectable(r), protect);
+    for (uint32_t p = 0; p < 2; ++p) ASSERT_TRUE(dev->Spill(r, p).ok());
+    for (uint32_t p = 0; p < 2; ++p) {
+      EXPECT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << p;
+    }
+    ASSERT_TRUE(events_.WaitForArrivals(2 + 2));
+    for (uint32_t p = 0; p < 2; ++p) EXPECT_EQ(Unwritten(r, p), protect) << p;
+    EXPECT_EQ(dev->write_faults(), 0u) << "reads raise no write fault";
+
+    // Page 1 changes in its last two bytes: one write fault, then none.
+    PageBase(r, 1)[kPage - 1] ^= 0xff;
+    PageBase(r, 1)[kPage - 2] ^= 0xff;
+    EXPECT_EQ(dev->write_faults(), protect ? 1u : 0u);
+    EXPECT_FALSE(Unwritten(r, 1));
+    EXPECT_EQ(Unwritten(r, 0), protect);
+
+    // Page 0 leaves without a write; page 1 is written with its new bytes.
+    for (uint32_t p = 0; p < 2; ++p) {
+      ASSERT_TRUE(dev->Demote(r, p).ok());
+      ASSERT_TRUE(dev->Spill(r, p).ok());
+      EXPECT_EQ(TierOf(r, p), Tier::kDisk) << p;
+    }
+    EXPECT_EQ(Get(counters_.spill_clean_pages), 1u);
+    EXPECT_EQ(Get(counters_.spilled_pages), 3u);
+    EXPECT_EQ(CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)), -1);
+    std::vector<uint8_t> expected(kPage);
+    WritePattern(expected.data(), kPage, Seed(1, 1));
+    expected[kPage - 1] ^= 0xff;
+    expected[kPage - 2] ^= 0xff;
+    EXPECT_EQ(memcmp(PageBase(r, 1), expected.data(), kPage), 0);
+  }
+};
+
+TEST_F(SimDiskWriteTest, AWriteToAPageBackFromDiskIsCaughtByItsWriteProtection) {
+  WriteAfterRestore(true);
+}
+
+TEST_F(SimDiskWriteTest, AWriteToAPageBackFromDiskIsCaughtByItsHashWithoutProtection) {
+  WriteAfterRestore(false);
+}
+
 TEST_F(SimDiskTest, AStrideLearnedFromFaultsBringsASpanBackInEveryLayer) {
   // Four "layers" of 32 pages in one region, as llama.cpp's one KV buffer
   // holds each layer's K and V side by side.
@@ -256,10 +324,14 @@ TEST_F(SimDiskTest, CopiesWrittenAheadMakeTheNextEvictionFreeUnlessThePageChange
   for (uint32_t p = 0; p < 4; ++p) {
     EXPECT_NE(r.pages[p].flags.load() & kPageDiskCopy, 0) << p;
     EXPECT_EQ(TierOf(r, p), Tier::kDevice) << p;
+    // Write-protected as the copy was taken (where the kernel can).
+    EXPECT_EQ(Unwritten(r, p), Protectable(r)) << p;
   }
   EXPECT_EQ(Get(counters_.disk_copy_bytes), 4 * kPage);
-  // Page 1 changes after its copy was written.
+  // Page 1 changes after its copy was written: a write fault says so.
   WritePattern(PageBase(r, 1), kPage, Seed(1, 2));
+  EXPECT_EQ(dev->write_faults(), Protectable(r) ? 1u : 0u);
+  EXPECT_FALSE(Unwritten(r, 1));
   // Four new pages evict the four oldest: three go to disk unwritten, the
   // changed one to host memory, its stale copy dropped.
   for (uint32_t p = 8; p < 12; ++p) WritePattern(PageBase(r, p), kPage, Seed(p, 1));

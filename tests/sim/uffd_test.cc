@@ -21,18 +21,27 @@ namespace {
 constexpr size_t kPage = 2 << 20;
 constexpr size_t kBase = 4096;
 
-// True when every base page of the range has a present PTE.
-bool AllMapped(const uint8_t* start, size_t len) {
+// How many base pages of the range have a present PTE with every bit of
+// `bits` set in their /proc/self/pagemap entry (bit 63: present; bit 57:
+// write-protected by userfaultfd).
+size_t CountEntries(const uint8_t* start, size_t len, uint64_t bits) {
   int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool all = true;
-  for (size_t off = 0; off < len && all; off += kBase) {
+  if (fd < 0) return 0;
+  size_t count = 0;
+  for (size_t off = 0; off < len; off += kBase) {
     uint64_t entry = 0;
     const off_t at = static_cast<off_t>((reinterpret_cast<uintptr_t>(start) + off) / kBase * 8);
-    all = pread(fd, &entry, sizeof entry, at) == sizeof entry && (entry >> 63) != 0;
+    count += pread(fd, &entry, sizeof entry, at) == sizeof entry && (entry & bits) == bits;
   }
   close(fd);
-  return all;
+  return count;
+}
+constexpr uint64_t kPresent = uint64_t{1} << 63;
+constexpr uint64_t kWriteProtected = kPresent | uint64_t{1} << 57;
+
+// True when every base page of the range has a present PTE.
+bool AllMapped(const uint8_t* start, size_t len) {
+  return CountEntries(start, len, kPresent) == len / kBase;
 }
 
 class UffdTest : public ::testing::Test {
@@ -45,8 +54,9 @@ class UffdTest : public ::testing::Test {
     ASSERT_TRUE(v.ok()) << v.status().message();
     views_ = v.value();
     bool zeropage = false;
-    ASSERT_TRUE(uffd_.Register(start(), kPage, &zeropage).ok());
+    ASSERT_TRUE(uffd_.Register(start(), kPage, &zeropage, &protectable_).ok());
     EXPECT_TRUE(zeropage) << "UFFDIO_ZEROPAGE should work on memfd mappings";
+    EXPECT_EQ(protectable_, uffd_.write_protect());
   }
   void TearDown() override {
     if (views_.engine) {
@@ -58,6 +68,7 @@ class UffdTest : public ::testing::Test {
 
   UserFaultFd uffd_;
   ShmViews views_;
+  bool protectable_ = false;
 };
 
 TEST(ShmViewsTest, EngineViewIsAlignedAndSharesBytesWithTheAlias) {
@@ -113,6 +124,42 @@ TEST_F(UffdTest, CopyFillsHolesFromTheSource) {
   EXPECT_EQ(views_.engine[0], 0x3c);
   EXPECT_EQ(views_.engine[kBase], 1);
   EXPECT_EQ(views_.engine[kPage - 1], 0x3c);
+}
+
+TEST_F(UffdTest, CopyProtectedMapsEveryPageWriteProtected) {
+  if (!protectable_) {
+    KVTIER_SKIP_WITHOUT(
+        "userfaultfd cannot write-protect shmem here (Linux 5.19+, and "
+        "kernel-mode faults caught)");
+  }
+  std::vector<uint8_t> src(kPage, 0x5e);
+  bool all = false;
+  ASSERT_TRUE(uffd_.CopyProtected(start(), kPage, src.data(), &all).ok());
+  EXPECT_TRUE(all);
+  EXPECT_EQ(CountEntries(views_.engine, kPage, kWriteProtected), kPage / kBase);
+  EXPECT_EQ(views_.engine[kPage - 1], 0x5e);  // a read raises no fault
+  // Lifted, then put back on the mapped pages.
+  ASSERT_TRUE(uffd_.Unprotect(start(), kPage).ok());
+  EXPECT_EQ(CountEntries(views_.engine, kPage, kWriteProtected), 0u);
+  ASSERT_TRUE(AllMapped(views_.engine, kPage));
+  ASSERT_TRUE(uffd_.WriteProtect(start(), kPage / 2).ok());
+  EXPECT_EQ(CountEntries(views_.engine, kPage, kWriteProtected), kPage / 2 / kBase);
+}
+
+TEST_F(UffdTest, CopyProtectedSaysWhenAPageWasMappedAsItWas) {
+  if (!protectable_) {
+    KVTIER_SKIP_WITHOUT(
+        "userfaultfd cannot write-protect shmem here (Linux 5.19+, and "
+        "kernel-mode faults caught)");
+  }
+  std::vector<uint8_t> src(kPage, 0x21);
+  views_.alias[3 * kBase] = 4;  // one base page already has bytes
+  bool all = true;
+  ASSERT_TRUE(uffd_.CopyProtected(start(), kPage, src.data(), &all).ok());
+  EXPECT_FALSE(all) << "a page mapped writable must not count as protected";
+  ASSERT_TRUE(AllMapped(views_.engine, kPage));
+  EXPECT_EQ(views_.engine[3 * kBase], 4);
+  EXPECT_EQ(CountEntries(views_.engine, kPage, kWriteProtected), kPage / kBase - 1);
 }
 
 TEST_F(UffdTest, ContinueOverAHoleFails) {

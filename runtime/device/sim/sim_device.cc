@@ -59,6 +59,7 @@ SimDevice::SimDevice(const SimDeviceConfig& config, UserFaultFd uffd, int stop_f
       host_limit_(config.host_limit_bytes),
       fill_ahead_(config.fill_ahead_pages),
       copy_ahead_(config.copy_ahead),
+      write_protect_(config.write_protect),
       fault_threads_(config.fault_threads),
       copy_fill_(config.copy_fill),
       events_(config.events),
@@ -216,10 +217,12 @@ Result<RegionPtr> SimDevice::CreateRegion(RegionId id, size_t bytes, size_t page
     sim->links[i].owner = sim.get();
     sim->links[i].page = static_cast<uint32_t>(i);
   }
-  if (Status s = uffd_.Register(base, whole, &sim->zeropage); !s.ok()) {
+  bool protectable = false;
+  if (Status s = uffd_.Register(base, whole, &sim->zeropage, &protectable); !s.ok()) {
     sim->views.Release();
     return s.Annotate("simulated GPU: region " + std::to_string(id));
   }
+  sim->protectable = protectable && write_protect_;
   MutexLock lock(&mu_);
   (*by_base_)[base] = sim.get();
   region->backend = sim.release();
@@ -505,6 +508,11 @@ void SimDevice::LeaveDeviceLocked(const std::vector<PageOf>& pages, std::vector<
     SimRegion& r = *p.r;
     const size_t len = r.region->page_size;
     const uint8_t* bytes = r.views.alias + uint64_t{p.page} * len;
+    if (CopyKnownCurrent(r.region->pages[p.page])) {
+      leave.push_back(p);
+      zero.push_back(false);
+      continue;
+    }
     if (IsAllZero(bytes, len)) {
       leave.push_back(p);
       zero.push_back(true);
@@ -606,6 +614,9 @@ void SimDevice::SetTierLocked(SimRegion& r, uint32_t page, Tier to) {
     resident_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
   }
   if (to == Tier::kDevice) {
+    // Mapped by an install that did not write-protect it (those that do set
+    // the flag again after this).
+    rec.flags.fetch_and(static_cast<uint8_t>(~kPageUnwritten), std::memory_order_relaxed);
     resident_.PushNewest(link);
     resident_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   }

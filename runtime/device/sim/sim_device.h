@@ -126,6 +126,10 @@ struct SimDeviceConfig {
   // With a disk tier: while idle, write copies of the oldest resident pages
   // (the next evictions) ahead, so that they leave without a write.
   bool copy_ahead = false;
+  // Map pages that have a current copy on SSD write-protected (where the
+  // kernel can), so that one that leaves again unwritten needs no hash to
+  // say so (kPageUnwritten). Off: every such page is hashed as it leaves.
+  bool write_protect = true;
 };
 
 // Per-region backend state (Region::backend points here).
@@ -137,6 +141,7 @@ struct SimRegion {
   ShmViews views;
   std::unique_ptr<ResidentLink[]> links;  // one per page
   bool zeropage = true;                   // UFFDIO_ZEROPAGE works here (else COPY from zeros)
+  bool protectable = false;               // registered for WP faults (UFFDIO_WRITEPROTECT works)
   // Guarded by the device's mutex:
   bool degraded = false;   // untiered after an error
   bool releasing = false;  // DestroyRegion waits for its disk I/O to end
@@ -183,6 +188,9 @@ class SimDevice final : public Device {
   // Faults on a page whose restore another thread had already started
   // (resolved by that restore's install, without a read of their own).
   uint64_t coalesced_faults() const { return coalesced_faults_.load(); }
+  // Write-protect faults: first writes to pages mapped write-protected
+  // since their last copy to or from SSD (each makes that copy stale).
+  uint64_t write_faults() const { return write_faults_.load(); }
 
   // The fork steps (see top).
   void BeforeFork() override;
@@ -267,6 +275,11 @@ class SimDevice final : public Device {
   // memfd) and frees the slot.
   Status InstallRestoredLocked(SimRegion& r, uint32_t page, const uint8_t* bytes,
                                std::vector<Evicted>* evicted) REQUIRES(mu_);
+  // Maps `count` pages from `first` with the verified `bytes` read back
+  // from SSD: write-protected where the region is protectable, and then
+  // *unwritten says whether all of them are (they may carry kPageUnwritten).
+  Status InstallLocked(SimRegion& r, uint32_t first, uint32_t count, const uint8_t* bytes,
+                       bool* unwritten) REQUIRES(mu_);
   // Marks a kHost page in flight for a spill. nullptr: nothing to do (not
   // on the host, or already moving).
   Result<SimRegion*> BeginSpillLocked(Region& region, uint32_t page) REQUIRES(mu_);
@@ -291,6 +304,12 @@ class SimDevice final : public Device {
   // Whether the page (its `bytes`, which must not change meanwhile) still
   // matches the copy on SSD it kept when it was restored (kPageDiskCopy).
   bool CopyIsCurrent(const Region& region, uint32_t page, const uint8_t* bytes) const;
+  // Whether the page has a kept copy on SSD and was not written since it
+  // was made (kPageUnwritten): it leaves without a hash or a write.
+  static bool CopyKnownCurrent(const PageRecord& rec);
+  // A write-protect fault: the page's copy is no longer known current; the
+  // protection is lifted and the writer runs on.
+  void HandleWriteFault(uintptr_t addr);
   // Frees the page's kept copy, if it has one (the page changed, or leaves
   // the disk tier's care).
   void DropCopyLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
@@ -397,6 +416,7 @@ class SimDevice final : public Device {
   const uint64_t host_limit_;
   const uint32_t fill_ahead_;
   const bool copy_ahead_;
+  const bool write_protect_;
   const int fault_threads_;
   const bool copy_fill_;
   DeviceEvents* const events_;
@@ -412,6 +432,7 @@ class SimDevice final : public Device {
   // In the child: makes each block private (see top); mu_ is held.
   void CopyBlocksInForkChild() REQUIRES(mu_);
   std::atomic<uint64_t> coalesced_faults_{0};
+  std::atomic<uint64_t> write_faults_{0};
 
   // Lock order: page_io_'s before mu_ before the scratch pool's and the
   // store's locks (a tick holds the runtime's tick lock before all of them).

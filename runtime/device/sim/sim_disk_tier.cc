@@ -78,7 +78,8 @@ std::vector<SimDevice::Leaving> SimDevice::LeaveUnwritten(const std::vector<Leav
   for (const Leaving& j : jobs) {
     const size_t len = j.r->region->page_size;
     const uint8_t* bytes = j.r->views.alias + uint64_t{j.page} * len;
-    if (CopyIsCurrent(*j.r->region, j.page, bytes)) {
+    if (CopyKnownCurrent(j.r->region->pages[j.page]) ||
+        CopyIsCurrent(*j.r->region, j.page, bytes)) {
       clean.push_back(j);
     } else {
       (IsAllZero(bytes, len) ? zeros : writes).push_back(j);
@@ -184,6 +185,11 @@ Status SimDevice::FinishSpillLocked(SimRegion& r, uint32_t page, const Result<Sp
   return Status::Ok();
 }
 
+bool SimDevice::CopyKnownCurrent(const PageRecord& rec) {
+  const uint8_t flags = rec.flags.load(std::memory_order_relaxed);
+  return (flags & kPageDiskCopy) && (flags & kPageUnwritten);
+}
+
 bool SimDevice::CopyIsCurrent(const Region& region, uint32_t page, const uint8_t* bytes) const {
   const PageRecord& rec = region.pages[page];
   return (rec.flags.load(std::memory_order_relaxed) & kPageDiskCopy) &&
@@ -193,7 +199,8 @@ bool SimDevice::CopyIsCurrent(const Region& region, uint32_t page, const uint8_t
 void SimDevice::DropCopyLocked(SimRegion& r, uint32_t page) {
   PageRecord& rec = r.region->pages[page];
   if (!(rec.flags.load(std::memory_order_relaxed) & kPageDiskCopy)) return;
-  rec.flags.fetch_and(static_cast<uint8_t>(~kPageDiskCopy), std::memory_order_relaxed);
+  rec.flags.fetch_and(static_cast<uint8_t>(~(kPageDiskCopy | kPageUnwritten)),
+                      std::memory_order_relaxed);
   store_->Free(rec.disk_slot);
 }
 
@@ -219,7 +226,8 @@ std::vector<Status> SimDevice::PunchRuns(const std::vector<PageOf>& pages) {
 
 void SimDevice::LeftForCopyLocked(SimRegion& r, uint32_t page) {
   PageRecord& rec = r.region->pages[page];
-  rec.flags.fetch_and(static_cast<uint8_t>(~kPageDiskCopy), std::memory_order_relaxed);
+  rec.flags.fetch_and(static_cast<uint8_t>(~(kPageDiskCopy | kPageUnwritten)),
+                      std::memory_order_relaxed);
   store_->Reuse(rec.disk_slot);
   SetTierLocked(r, page, Tier::kDisk);
   Counters::Add(counters_.spill_clean_pages);
@@ -267,13 +275,14 @@ Status SimDevice::InstallRestoredLocked(SimRegion& r, uint32_t page, const uint8
   Region& region = *r.region;
   PageRecord& rec = region.pages[page];
   const size_t len = region.page_size;
+  bool unwritten = false;
   if (r.degraded) {
     // The view is about to be unregistered (DegradeLocked waits for this):
     // the bytes go into the memfd, where the engine will find them.
     memcpy(r.views.alias + uint64_t{page} * len, bytes, len);
   } else {
     if (Status s = MakeRoomLocked(len, evicted); !s.ok()) return s;
-    if (Status s = uffd_.Copy(region.PageAddr(page), len, bytes); !s.ok()) {
+    if (Status s = InstallLocked(r, page, 1, bytes, &unwritten); !s.ok()) {
       // Part of it may be installed; the slot still holds all of it.
       return s.Annotate("simulated GPU: restoring region " + std::to_string(region.id) + " page " +
                         std::to_string(page));
@@ -288,7 +297,17 @@ Status SimDevice::InstallRestoredLocked(SimRegion& r, uint32_t page, const uint8
     rec.flags.fetch_or(kPageDiskCopy, std::memory_order_relaxed);
   }
   SetTierLocked(r, page, r.degraded ? Tier::kHost : Tier::kDevice);
+  if (unwritten) rec.flags.fetch_or(kPageUnwritten, std::memory_order_relaxed);
   return Status::Ok();
+}
+
+Status SimDevice::InstallLocked(SimRegion& r, uint32_t first, uint32_t count, const uint8_t* bytes,
+                                bool* unwritten) {
+  const uintptr_t start = r.region->PageAddr(first);
+  const size_t len = uint64_t{count} * r.region->page_size;
+  *unwritten = false;
+  if (!r.protectable) return uffd_.Copy(start, len, bytes);
+  return uffd_.CopyProtected(start, len, bytes, unwritten);
 }
 
 void SimDevice::EndDiskIoLocked(SimRegion& r) {

@@ -112,8 +112,32 @@ void SimDevice::WaitForStagingRoom(uint64_t bytes) {
   }
 }
 
+void SimDevice::HandleWriteFault(uintptr_t addr) {
+  const size_t base_page = BasePageSize();
+  MutexLock lock(&mu_);
+  SimRegion* r = FindByAddressLocked(addr);
+  if (r == nullptr || r->degraded || r->releasing) {
+    uffd_.Wake(addr & ~(uintptr_t{base_page} - 1), base_page);
+    return;
+  }
+  Region& reg = *r->region;
+  const uint32_t page = reg.PageOf(addr);
+  // Under the lock: a restore that maps the page protected again (and sets
+  // the flag) must not run between the two steps.
+  reg.pages[page].flags.fetch_and(static_cast<uint8_t>(~kPageUnwritten), std::memory_order_relaxed);
+  write_faults_.fetch_add(1, std::memory_order_relaxed);
+  if (Status s = uffd_.Unprotect(reg.PageAddr(page), reg.page_size); !s.ok()) {
+    DegradeLocked(*r, s);  // unregisters: the writer runs on, untiered
+  }
+}
+
 void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
   const uintptr_t addr = msg.arg.pagefault.address;
+  if (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) {
+    // A write to a page mapped write-protected: nothing to bring in.
+    HandleWriteFault(addr);
+    return;
+  }
   if (host_limit_ != 0) WaitForStagingRoom(BasePageSize());
   const bool minor = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_MINOR) != 0;
   const size_t base_page = BasePageSize();
@@ -141,7 +165,10 @@ void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
     if (from == Tier::kDevice) {
       // Resolved before this message was handled (a Promote, or a second
       // message for a page just brought in). Map the touched base page in
-      // case it is the one missing, then make sure its waiter runs.
+      // case it is the one missing (writable: the page's copy, if any, is
+      // no longer known current), then make sure its waiter runs.
+      reg.pages[page].flags.fetch_and(static_cast<uint8_t>(~kPageUnwritten),
+                                      std::memory_order_relaxed);
       Status s =
           minor ? uffd_.Continue(base_addr, base_page) : uffd_.ZeroFill(base_addr, base_page);
       uffd_.Wake(base_addr, base_page);

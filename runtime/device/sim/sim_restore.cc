@@ -389,8 +389,8 @@ bool SimDevice::InstallPartFromPipeline(SimRegion& r, uint32_t first, uint32_t c
   {
     MutexLock lock(&mu_);
     const size_t len = region->page_size;
-    const uintptr_t start = region->PageAddr(first);
     Status s;
+    bool unwritten = false;
     if (r.releasing) {
       AbandonRunLocked(r, first, count);  // its release frees the slots
       return true;
@@ -401,7 +401,7 @@ bool SimDevice::InstallPartFromPipeline(SimRegion& r, uint32_t first, uint32_t c
       memcpy(r.views.alias + uint64_t{first} * len, bytes, uint64_t{count} * len);
     } else {
       s = MakeRoomLocked(uint64_t{count} * len, &evicted);
-      if (s.ok()) s = uffd_.Copy(start, uint64_t{count} * len, bytes);
+      if (s.ok()) s = InstallLocked(r, first, count, bytes, &unwritten);
     }
     if (!s.ok()) {
       Log(0, "simulated GPU: installing restored pages %u..%u of region %u: %s", first,
@@ -421,6 +421,7 @@ bool SimDevice::InstallPartFromPipeline(SimRegion& r, uint32_t first, uint32_t c
         }
         SetTierLocked(r, p, r.degraded ? Tier::kHost : Tier::kDevice);
         rec.flags.fetch_and(static_cast<uint8_t>(~kPageInFlight), std::memory_order_relaxed);
+        if (unwritten) rec.flags.fetch_or(kPageUnwritten, std::memory_order_relaxed);
         auto waited = waiting_.find(region->PageAddr(p));
         if (waited != waiting_.end()) {
           const auto wait_ns = static_cast<uint64_t>(
@@ -694,8 +695,8 @@ void SimDevice::RestoreLoop() {
           if (free_op() == nullptr) break;
           Op& op = ops[i];
           // A snapshot, so that the bytes written are the bytes checksummed
-          // even while the engine writes the page (the copy is then stale,
-          // and the page's hash at eviction says so). Taken here, under the
+          // even while the engine writes the page (the copy is then stale:
+          // its write fault, or its hash at eviction, says so). Under the
           // lock, while the page is surely in the memfd: read through the
           // alias once it left, its hole would fill with a page of zeros,
           // which a restore's UFFDIO_COPY would then find and map.
@@ -706,6 +707,13 @@ void SimDevice::RestoreLoop() {
             op.snapshot = std::move(b).value();
           }
           const auto* from = static_cast<SimRegion*>(p.region->backend);
+          // Write-protected first: a write after the snapshot raises a WP
+          // fault, which clears kPageUnwritten (the copy is then stale, and
+          // the page is hashed as it leaves).
+          PageRecord& rec = p.region->pages[p.page];
+          if (from->protectable && uffd_.WriteProtect(p.region->PageAddr(p.page), len).ok()) {
+            rec.flags.fetch_or(kPageUnwritten, std::memory_order_relaxed);
+          }
           memcpy(op.snapshot.data(), from->views.alias + uint64_t{p.page} * len, len);
           op.kind = Op::Kind::kCopy;
           op.later = false;

@@ -26,7 +26,8 @@ namespace {
 constexpr int kMaxAgain = 10000;
 
 const char* OpName(int op) {
-  static const char* const kNames[] = {"UFFDIO_CONTINUE", "UFFDIO_ZEROPAGE", "UFFDIO_COPY"};
+  static const char* const kNames[] = {"UFFDIO_CONTINUE", "UFFDIO_ZEROPAGE", "UFFDIO_COPY",
+                                       "UFFDIO_COPY (write-protected)"};
   return kNames[op];
 }
 
@@ -45,16 +46,19 @@ UserFaultFd& UserFaultFd::operator=(UserFaultFd&& other) noexcept {
     if (fd_ >= 0) close(fd_);
     fd_ = std::exchange(other.fd_, -1);
     user_mode_only_ = other.user_mode_only_;
+    write_protect_ = other.write_protect_;
     origin_ = other.origin_;
   }
   return *this;
 }
 
-Result<UserFaultFd> UserFaultFd::Open() {
-  UserFaultFd u;
+// Opens the descriptor into u (fd, origin, user-mode-only); returns 0 or
+// the errno of the first attempt.
+int UserFaultFd::OpenFd(UserFaultFd& u) {
   const int flags = O_CLOEXEC | O_NONBLOCK;
   u.fd_ = NewUffd(flags);
   u.origin_ = "userfaultfd(2)";
+  u.user_mode_only_ = false;
   const int first_errno = u.fd_ < 0 ? errno : 0;
   if (u.fd_ < 0 && first_errno == EPERM) {
     // Unprivileged: /dev/userfaultfd is governed by file permissions instead
@@ -73,7 +77,12 @@ Result<UserFaultFd> UserFaultFd::Open() {
     u.origin_ = "userfaultfd(2), user-mode faults only";
     u.user_mode_only_ = true;
   }
-  if (u.fd_ < 0) {
+  return u.fd_ < 0 ? first_errno : 0;
+}
+
+Result<UserFaultFd> UserFaultFd::Open() {
+  UserFaultFd u;
+  if (const int first_errno = OpenFd(u); first_errno != 0) {
     if (first_errno == ENOSYS) {
       return Status::Error(
           "userfaultfd is not available (ENOSYS): the kernel lacks CONFIG_USERFAULTFD, or a "
@@ -94,6 +103,23 @@ Result<UserFaultFd> UserFaultFd::Open() {
   uffdio_api api{};
   api.api = UFFD_API;
   api.features = UFFD_FEATURE_MINOR_SHMEM;
+  if (!u.user_mode_only_) {
+    // Write protection on shmem where the kernel has it; a descriptor whose
+    // handshake failed cannot try again, so without it a new one is opened.
+    api.features |= UFFD_FEATURE_WP_HUGETLBFS_SHMEM;
+    if (ioctl(u.fd_, UFFDIO_API, &api) == 0) {
+      u.write_protect_ = true;
+      return u;
+    }
+    close(u.fd_);
+    u.fd_ = -1;
+    if (const int e = OpenFd(u); e != 0) {
+      return Status::Errorf("userfaultfd(2) failed on the second try: %s", strerror(e));
+    }
+    api = {};
+    api.api = UFFD_API;
+    api.features = UFFD_FEATURE_MINOR_SHMEM;
+  }
   if (ioctl(u.fd_, UFFDIO_API, &api) != 0) {
     return Status::Errorf(
         "userfaultfd on this kernel lacks MINOR faults on shared memory "
@@ -103,12 +129,18 @@ Result<UserFaultFd> UserFaultFd::Open() {
   return u;
 }
 
-Status UserFaultFd::Register(uintptr_t start, size_t len, bool* zeropage) const {
+Status UserFaultFd::Register(uintptr_t start, size_t len, bool* zeropage, bool* protectable) const {
   uffdio_register reg{};
   reg.range.start = start;
   reg.range.len = len;
   reg.mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_MINOR;
-  if (ioctl(fd_, UFFDIO_REGISTER, &reg) != 0) {
+  if (write_protect_) {
+    reg.mode |= UFFDIO_REGISTER_MODE_WP;
+    if (ioctl(fd_, UFFDIO_REGISTER, &reg) != 0) {
+      reg.mode &= ~UFFDIO_REGISTER_MODE_WP;  // then without it
+    }
+  }
+  if (!(reg.mode & UFFDIO_REGISTER_MODE_WP) && ioctl(fd_, UFFDIO_REGISTER, &reg) != 0) {
     return Status::Errorf("UFFDIO_REGISTER of %zu bytes at %#lx failed: %s", len,
                           static_cast<unsigned long>(start), strerror(errno));
   }
@@ -118,6 +150,8 @@ Status UserFaultFd::Register(uintptr_t start, size_t len, bool* zeropage) const 
     return Status::Error("UFFDIO_CONTINUE is not supported on memfd mappings on this kernel");
   }
   *zeropage = (reg.ioctls & (uint64_t{1} << _UFFDIO_ZEROPAGE)) != 0;
+  *protectable = (reg.mode & UFFDIO_REGISTER_MODE_WP) &&
+                 (reg.ioctls & (uint64_t{1} << _UFFDIO_WRITEPROTECT)) != 0;
   return Status::Ok();
 }
 
@@ -138,6 +172,33 @@ Status UserFaultFd::ZeroFill(uintptr_t start, size_t len) const {
 }
 Status UserFaultFd::Copy(uintptr_t start, size_t len, const void* src) const {
   return Fill(Op::kCopy, start, len, src);
+}
+Status UserFaultFd::CopyProtected(uintptr_t start, size_t len, const void* src, bool* all) const {
+  bool skipped = false;
+  Status s = Fill(Op::kCopyProtected, start, len, src, &skipped);
+  *all = s.ok() && !skipped;
+  return s;
+}
+Status UserFaultFd::WriteProtect(uintptr_t start, size_t len) const {
+  return Protect(start, len, true);
+}
+Status UserFaultFd::Unprotect(uintptr_t start, size_t len) const {
+  return Protect(start, len, false);
+}
+
+Status UserFaultFd::Protect(uintptr_t start, size_t len, bool protect) const {
+  uffdio_writeprotect wp{};
+  wp.range = {start, len};
+  wp.mode = protect ? UFFDIO_WRITEPROTECT_MODE_WP : 0;
+  for (int again = 0; ioctl(fd_, UFFDIO_WRITEPROTECT, &wp) != 0;) {
+    if (errno != EAGAIN || ++again >= kMaxAgain) {
+      return Status::Errorf("UFFDIO_WRITEPROTECT (%s) of %zu bytes at %#lx failed: %s",
+                            protect ? "protect" : "unprotect", len,
+                            static_cast<unsigned long>(start), strerror(errno));
+    }
+    sched_yield();
+  }
+  return Status::Ok();
 }
 
 void UserFaultFd::Wake(uintptr_t start, size_t len) const {
@@ -163,11 +224,13 @@ int UserFaultFd::Ioctl(Op op, uintptr_t start, size_t len, const void* src, size
       progress = z.zeropage;
       break;
     }
-    case Op::kCopy: {
+    case Op::kCopy:
+    case Op::kCopyProtected: {
       uffdio_copy c{};
       c.dst = start;
       c.src = reinterpret_cast<uintptr_t>(src);
       c.len = len;
+      c.mode = op == Op::kCopyProtected ? UFFDIO_COPY_MODE_WP : 0;
       rc = ioctl(fd_, UFFDIO_COPY, &c);
       progress = c.copy;
       break;
@@ -182,7 +245,8 @@ int UserFaultFd::Ioctl(Op op, uintptr_t start, size_t len, const void* src, size
   return -err;
 }
 
-Status UserFaultFd::Fill(Op op, uintptr_t start, size_t len, const void* src) const {
+Status UserFaultFd::Fill(Op op, uintptr_t start, size_t len, const void* src,
+                         bool* skipped_out) const {
   const size_t base_page = BasePageSize();
   size_t off = 0;
   bool skipped = false;
@@ -222,6 +286,7 @@ Status UserFaultFd::Fill(Op op, uintptr_t start, size_t len, const void* src) co
   }
   // Skipped addresses were never woken by an install of ours.
   if (skipped) Wake(start, len);
+  if (skipped_out != nullptr) *skipped_out = skipped;
   return Status::Ok();
 }
 

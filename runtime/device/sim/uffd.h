@@ -4,11 +4,13 @@
 // One userfaultfd per SimDevice serves every region. Ranges are registered in
 // MISSING and MINOR mode: a touch of a page that has no bytes yet (a hole in
 // the memfd) raises MISSING, a touch of a page whose bytes are in the memfd
-// but whose PTEs were zapped raises MINOR. The install calls below cover a
-// whole range and are robust against partial states: they retry EAGAIN,
-// continue past PTEs that already exist (EEXIST) and then wake every thread
-// waiting in the range, so a faulting thread is never left asleep.
-// Thread-safety: the ioctls are safe from any thread (the kernel serialises
+// but whose PTEs were zapped raises MINOR. Where the kernel write-protects
+// shmem (Linux 5.19+) and kernel-mode faults are caught too, also in WP
+// mode: a write to a page mapped write-protected raises a WP fault, which is
+// how the disk tier learns that a page it holds a copy of has changed. The install calls below
+// cover a whole range and are robust against partial states: they retry EAGAIN, continue past PTEs
+// that already exist (EEXIST) and then wake every thread waiting in the range, so a faulting thread
+// is never left asleep. Thread-safety: the ioctls are safe from any thread (the kernel serialises
 // them per mm); the object itself is immutable after Open.
 #pragma once
 
@@ -50,11 +52,16 @@ class UserFaultFd {
   bool user_mode_only() const { return user_mode_only_; }
   // How the descriptor was obtained, for the verbose log.
   const char* origin() const { return origin_; }
+  // True when ranges can be registered for write-protect faults too. Off
+  // with user-mode-only faults: a kernel write (read(2) into the buffer) to
+  // a protected page would fail with EFAULT instead of waiting.
+  bool write_protect() const { return write_protect_; }
 
-  // Registers [start, start+len) for MISSING and MINOR faults. Fails when the
-  // kernel cannot resolve MINOR faults there (UFFDIO_CONTINUE). Sets
-  // *zeropage to whether UFFDIO_ZEROPAGE works on the range.
-  Status Register(uintptr_t start, size_t len, bool* zeropage) const;
+  // Registers [start, start+len) for MISSING and MINOR faults, and WP faults
+  // where write_protect(). Fails when the kernel cannot resolve MINOR faults
+  // there (UFFDIO_CONTINUE). Sets *zeropage to whether UFFDIO_ZEROPAGE works
+  // on the range and *protectable to whether UFFDIO_WRITEPROTECT does.
+  Status Register(uintptr_t start, size_t len, bool* zeropage, bool* protectable) const;
   // Unregisters the range; waiting threads are woken and fault normally.
   Status Unregister(uintptr_t start, size_t len) const;
 
@@ -66,18 +73,34 @@ class UserFaultFd {
   // Fills holes with bytes copied from `src` (MISSING resolution; also the
   // disk tier's restore), mapping instead any page that already has bytes.
   Status Copy(uintptr_t start, size_t len, const void* src) const;
+  // Copy, mapping the pages write-protected (the range must be registered
+  // protectable): the first write to each raises a WP fault. *all is false
+  // when some base page already had bytes in the memfd and was mapped
+  // writable instead.
+  Status CopyProtected(uintptr_t start, size_t len, const void* src, bool* all) const;
+  // Write-protects the range's mapped pages (its unmapped ones raise MINOR
+  // or MISSING faults as before).
+  Status WriteProtect(uintptr_t start, size_t len) const;
+  // Lifts write protection from the range and wakes the threads waiting on
+  // it (a WP fault's resolution).
+  Status Unprotect(uintptr_t start, size_t len) const;
   // Wakes threads waiting on faults in the range; errors are ignored (the
   // range may be gone).
   void Wake(uintptr_t start, size_t len) const;
 
  private:
-  enum class Op { kContinue, kZero, kCopy };
-  Status Fill(Op op, uintptr_t start, size_t len, const void* src) const;
+  enum class Op { kContinue, kZero, kCopy, kCopyProtected };
+  static int OpenFd(UserFaultFd& u);
+  // *skipped (if given): whether some base page was found mapped or with
+  // bytes in the memfd, and mapped as it was instead.
+  Status Fill(Op op, uintptr_t start, size_t len, const void* src, bool* skipped = nullptr) const;
+  Status Protect(uintptr_t start, size_t len, bool protect) const;
   // One ioctl; returns 0, or -errno with *done set to the bytes it did.
   int Ioctl(Op op, uintptr_t start, size_t len, const void* src, size_t* done) const;
 
   int fd_ = -1;
   bool user_mode_only_ = false;
+  bool write_protect_ = false;
   const char* origin_ = "none";
 };
 
