@@ -85,13 +85,50 @@ TEST_F(SimDiskTest, PagesApartInTheFileAreReadWithSeveralReadsInFlight) {
   for (uint32_t p = 8; p-- > 0;) ASSERT_TRUE(dev->Spill(r, p).ok());
   EXPECT_EQ(env_.max_in_flight(), 1u) << "single spills use one request at a time";
   EXPECT_EQ(CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)), -1);
-  // Page 0's fault brought pages 1 to 4 with it (a quarter of the device
-  // is the most read ahead): its fault thread read page 0, and the
-  // pipeline the other four, in reads in flight at once.
-  ASSERT_TRUE(events_.WaitForArrivals(8 + 5));
+  // Page 0's fault brought the first window (512 KiB: pages 1 and 2) with
+  // it: its fault thread read page 0, and the pipeline the other two, in
+  // reads in flight at once.
+  ASSERT_TRUE(events_.WaitForArrivals(8 + 3));
   EXPECT_GE(env_.max_in_flight(), 2u);
-  for (uint32_t p = 0; p < 5; ++p) EXPECT_EQ(TierOf(r, p), Tier::kDevice) << p;
-  for (uint32_t p = 5; p < 8; ++p) EXPECT_EQ(TierOf(r, p), Tier::kDisk) << p;
+  for (uint32_t p = 0; p < 3; ++p) EXPECT_EQ(TierOf(r, p), Tier::kDevice) << p;
+  for (uint32_t p = 3; p < 8; ++p) EXPECT_EQ(TierOf(r, p), Tier::kDisk) << p;
+}
+
+// How far a stream reads ahead is a number of bytes, not of pages: with
+// KVTIER_PAGE_SIZE four times larger, 64 pages ahead would be four llama.cpp
+// sessions' span of a layer (read, then evicted again before their turn).
+class SimDiskWindowTest : public SimDiskTest {
+ protected:
+  void FirstFaultReadsAhead(size_t page_size) {
+    constexpr uint32_t kPages = 32;
+    SpillStore* store = MakeStore(kPages, page_size);
+    ASSERT_TRUE(store);
+    auto dev = MakeDevice(2 * kPages * kPage, 1, false, store);
+    ASSERT_TRUE(dev);
+    Result<RegionPtr> made = dev->CreateRegion(29, kPages * page_size, page_size, "kv-window");
+    ASSERT_TRUE(made.ok()) << made.status().message();
+    Region& r = *made.value();
+    for (uint32_t p = 0; p < kPages; ++p) WritePattern(PageBase(r, p), page_size, Seed(p, 1));
+    for (uint32_t p = 0; p < kPages; ++p) ASSERT_TRUE(dev->Demote(r, p).ok());
+    SpillAll(*dev, r);
+    const RecordingEvents::Mark before = events_.MarkNow();
+    EXPECT_EQ(CheckPattern(PageBase(r, 0), page_size, Seed(0, 1)), -1);
+    // The faulting page and a first window of 512 KiB after it, in one
+    // install (neighbours in the file): nothing more without another fault.
+    const uint32_t window = static_cast<uint32_t>((size_t{512} << 10) / page_size);
+    ASSERT_TRUE(events_.WaitForPagesBackFromDisk(before, r.id, 0, 1 + window));
+    for (uint32_t p = 0; p <= window; ++p) EXPECT_EQ(TierOf(r, p), Tier::kDevice) << p;
+    for (uint32_t p = window + 1; p < kPages; ++p) EXPECT_EQ(TierOf(r, p), Tier::kDisk) << p;
+    dev->DestroyRegion(r);
+  }
+};
+
+TEST_F(SimDiskWindowTest, AFirstFaultReads512KiBAheadIn64KiBPages) {
+  FirstFaultReadsAhead(64 * kKiB);
+}
+
+TEST_F(SimDiskWindowTest, AFirstFaultReads512KiBAheadIn256KiBPages) {
+  FirstFaultReadsAhead(256 * kKiB);
 }
 
 TEST_F(SimDiskTest, AFaultWhileAnotherReadIsHeldIsServedMeanwhile) {
@@ -231,9 +268,9 @@ TEST_F(SimDiskWriteTest, AWriteToAPageBackFromDiskIsCaughtByItsHashWithoutProtec
 }
 
 TEST_F(SimDiskTest, AStrideLearnedFromFaultsBringsASpanBackInEveryLayer) {
-  // Four "layers" of 32 pages in one region, as llama.cpp's one KV buffer
+  // Four "layers" of 48 pages in one region, as llama.cpp's one KV buffer
   // holds each layer's K and V side by side.
-  constexpr uint32_t kLayer = 32, kLayers = 4, kPages = kLayer * kLayers;
+  constexpr uint32_t kLayer = 48, kLayers = 4, kPages = kLayer * kLayers;
   SpillStore* store = MakeStore(kPages);
   ASSERT_TRUE(store);
   auto dev = MakeDevice(kPages * kPage, 1, false, store);
@@ -270,9 +307,10 @@ TEST_F(SimDiskTest, AStrideLearnedFromFaultsBringsASpanBackInEveryLayer) {
     EXPECT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << p;
   }
   EXPECT_EQ(Get(counters_.faults), faults) << "pages read ahead must not fault";
-  // Cells the engine never came near stay on disk in every layer.
+  // Cells the engine never came near (past the most a stream reads ahead
+  // of its last fault, 4 MiB) stay on disk in every layer.
   for (uint32_t l = 0; l < kLayers; ++l) {
-    for (uint32_t cell = 24; cell < kLayer; ++cell) {
+    for (uint32_t cell = 12 + (4 << 20) / kPage; cell < kLayer; ++cell) {
       EXPECT_EQ(TierOf(r, l * kLayer + cell), Tier::kDisk) << "layer " << l << " cell " << cell;
     }
   }

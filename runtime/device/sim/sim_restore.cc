@@ -7,7 +7,7 @@
 // region's pages one after another (a layer's K or V of one session in
 // llama.cpp's KV buffer; with flash attention K and V are two streams read
 // in step): each fault in a stream doubles how far past it the pipeline
-// queues (8 pages, then 16, up to kMaxWindow), so a session's pages are read
+// queues (512 KiB, then 1 MiB, up to kMaxWindowBytes), so a session's pages are read
 // ahead of its kernels in the order they touch them, and a read that is not
 // followed costs at most one window. The `kvtier-restore` thread keeps up to
 // kRestoreBytes of reads in flight on one io_uring. Queued pages that are
@@ -62,11 +62,19 @@ constexpr size_t kLaterBytes = size_t{8} << 20;
 constexpr uint64_t kCopyReserveShare = 2;
 constexpr size_t kCopyBytes = size_t{1} << 20;
 constexpr std::chrono::milliseconds kCopyIdleWait{20};
-constexpr uint32_t kFirstWindow = 8;  // pages queued past a stream's first fault
-constexpr uint32_t kMaxWindow = 64;   // ... and at most past a later one
-// Faults closer than this many pages to the previous one continue its run
-// (see NoteFaultLocked).
-constexpr uint32_t kNearPages = 16;
+// In bytes, so that a larger KVTIER_PAGE_SIZE reads no further ahead (64
+// pages of 256 KiB would be four llama.cpp sessions' span of a layer, read
+// and evicted again before their turn):
+constexpr size_t kFirstWindowBytes = size_t{512} << 10;  // queued past a stream's first fault
+constexpr size_t kMaxWindowBytes = size_t{4} << 20;      // ... and at most past a later one
+// Faults closer than this to the previous one continue its run (see
+// NoteFaultLocked).
+constexpr size_t kNearBytes = size_t{1} << 20;
+
+// `bytes` in pages of `page_size`, at least one.
+uint32_t PagesIn(size_t bytes, size_t page_size) {
+  return static_cast<uint32_t>(std::max<size_t>(bytes / page_size, 1));
+}
 
 // True when 16 words spread over the page are all zero.
 bool LooksAllZero(const uint8_t* bytes, size_t len) {
@@ -111,16 +119,18 @@ void SimDevice::WakeRestorerLocked() {
 SimDevice::ReadStream& SimDevice::StreamForLocked(const SimRegion& r, uint32_t page, bool* fresh) {
   ReadStream* oldest = &streams_[0];
   *fresh = false;
+  const uint32_t max_window = PagesIn(kMaxWindowBytes, r.region->page_size);
   for (ReadStream& s : streams_) {
     // The fault is where the stream is, or just past what it queued.
-    if (s.r == &r && page >= s.start && page < s.next + kMaxWindow) {
-      s.window = std::min(s.window * 2, kMaxWindow);
+    if (s.r == &r && page >= s.start && page < s.next + max_window) {
+      s.window = std::min(s.window * 2, max_window);
       s.used = ++stream_clock_;
       return s;
     }
     if (s.used < oldest->used) oldest = &s;
   }
-  *oldest = ReadStream{&r, page, page, kFirstWindow, ++stream_clock_, page, page + 1, page, page};
+  const uint32_t first_window = PagesIn(kFirstWindowBytes, r.region->page_size);
+  *oldest = ReadStream{&r, page, page, first_window, ++stream_clock_, page, page + 1, page, page};
   *fresh = true;
   return *oldest;
 }
@@ -146,7 +156,7 @@ void SimDevice::NoteFaultLocked(uintptr_t addr, size_t page_size) {
   // distance as the stride: an engine writes a step's new KV to the same
   // cells of every layer's K and V one after another, and reads a
   // session's cells layer after layer.
-  const uintptr_t near = uintptr_t{kNearPages} * page_size;
+  const uintptr_t near = std::max<uintptr_t>(kNearBytes, page_size);
   if (last != 0 && (addr > last ? addr - last : last - addr) <= near) return;
   g.starts[0] = g.starts[1];
   g.starts[1] = g.starts[2];
@@ -251,13 +261,14 @@ void SimDevice::QueueRestoreLocked(SimRegion& r, uint32_t page, Clock::time_poin
   bool fresh = false;
   ReadStream& stream = StreamForLocked(r, page, &fresh);
   // A new stream takes in the pages on disk before the fault (at most
-  // kMaxWindow): an engine's first touch of a returning session is where
+  // kMaxWindowBytes): an engine's first touch of a returning session is where
   // it writes the new tokens, after the session's cells, which it then
   // reads from the first. Those come first. (Pages in host memory before
   // it were most likely read and let go just now.)
   uint32_t before = page;
   if (fresh) {
-    while (before > 0 && page - before < kMaxWindow &&
+    const uint32_t most = PagesIn(kMaxWindowBytes, region.page_size);
+    while (before > 0 && page - before < most &&
            region.pages[before - 1].tier.load(std::memory_order_relaxed) == Tier::kDisk) {
       --before;
     }
