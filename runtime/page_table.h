@@ -55,6 +55,10 @@ enum PageFlag : uint8_t {
   // kPageDiskCopy, the page leaves again without a write and without
   // hashing its bytes. Set and cleared by the backend under its lock.
   kPageUnwritten = 1 << 6,
+  // A copy of it ahead of its eviction is being written: no second one
+  // starts meanwhile (it would set kPageUnwritten for bytes the first one's
+  // copy may not hold). Sim backends, under their lock.
+  kPageCopying = 1 << 7,
 };
 
 struct PageRecord {

@@ -466,8 +466,9 @@ bool SimDevice::InstallPartFromPipeline(SimRegion& r, uint32_t first, uint32_t c
 
 void SimDevice::FinishCopyLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written) {
   EndDiskIoLocked(r);
-  if (!written.ok()) return;  // the store counted it; the page stays as it was
   PageRecord& rec = r.region->pages[page];
+  rec.flags.fetch_and(static_cast<uint8_t>(~kPageCopying), std::memory_order_relaxed);
+  if (!written.ok()) return;  // the store counted it; the page stays as it was
   const Tier tier = rec.tier.load(std::memory_order_relaxed);
   // Still in memory, and not moving or spilled meanwhile: the copy is its.
   if (!r.degraded && !r.releasing && (tier == Tier::kDevice || tier == Tier::kHost) &&
@@ -496,7 +497,8 @@ std::vector<PageRef> SimDevice::PickCopiesLocked(size_t most) {
     scanned += r.region->page_size;
     const PageRecord& rec = r.region->pages[l->page];
     if (r.degraded || r.releasing ||
-        (rec.flags.load(std::memory_order_relaxed) & (kPageDiskCopy | kPageInFlight))) {
+        (rec.flags.load(std::memory_order_relaxed) &
+         (kPageDiskCopy | kPageInFlight | kPageCopying))) {
       continue;
     }
     // A page of zeros leaves without a write anyway (engines clear their
@@ -722,6 +724,7 @@ void SimDevice::RestoreLoop() {
           // fault, which clears kPageUnwritten (the copy is then stale, and
           // the page is hashed as it leaves).
           PageRecord& rec = p.region->pages[p.page];
+          rec.flags.fetch_or(kPageCopying, std::memory_order_relaxed);
           if (from->protectable && uffd_.WriteProtect(p.region->PageAddr(p.page), len).ok()) {
             rec.flags.fetch_or(kPageUnwritten, std::memory_order_relaxed);
           }

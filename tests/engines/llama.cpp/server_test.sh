@@ -139,6 +139,8 @@ for key in keep:
     first_question[u] = min(q, first_question.get(u, q))
 later = [k for k in common if user_question(k)[1] > first_question[user_question(k)[0]]]
 print(len(common), len(later), len(differ), (differ[0] if differ else "none").replace(" ", "_"))
+for k in differ:  # shown on failure: which answer, and both texts
+    print("server_test: differs:", k, "| keep:", keep[k], "| this run:", other[k], file=sys.stderr)
 ' "$work/keep/answers.txt" "$work/$1/answers.txt")
   local common later differ first
   read -r common later differ first <<<"$verdict"
