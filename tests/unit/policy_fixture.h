@@ -2,12 +2,15 @@
 // the runtime's own TickEngine and Mover.
 //
 // Pages are written as strings, one char per page: D device, H host, S disk,
-// U untouched, P device+pinned, M device+in-flight. Signals go through
+// U untouched, P device+pinned, M device+in-flight, W host+will-need
+// (SetPage). Signals go through
 // TickEngine::ApplySignals; Tick() runs TickEngine::Tick on an InstantDevice
 // (each move takes effect at once), so tests see what the policy decided
 // and the page states after the shipped mover executed it, tick after tick.
 // Thread-safety: test thread only.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <functional>
 #include <memory>
@@ -24,6 +27,32 @@ namespace kvtier::testing {
 
 inline constexpr size_t kTestPage = 1 << 20;
 inline constexpr uint64_t kTestTickNs = 10'000'000;
+
+// Sets a page's tier and flags from its letter (see top).
+inline void SetPage(PageRecord& rec, char letter) {
+  struct State {
+    char letter;
+    Tier tier;
+    uint8_t flags;
+  };
+  static constexpr State kStates[] = {
+      {'D', Tier::kDevice, 0},
+      {'H', Tier::kHost, 0},
+      {'S', Tier::kDisk, 0},
+      {'U', Tier::kUntouched, 0},
+      {'P', Tier::kDevice, kPagePinned},
+      {'M', Tier::kDevice, kPageInFlight},
+      {'W', Tier::kHost, kPageWillNeed},
+  };
+  for (const State& st : kStates) {
+    if (st.letter == letter) {
+      rec.tier = st.tier;
+      rec.flags = st.flags;
+      return;
+    }
+  }
+  ADD_FAILURE() << "no page state is written '" << letter << "'";
+}
 
 // A device whose moves take effect at once: a page changes tier in the call.
 // Residency is counted over the bed's regions; capacity is what the test
@@ -86,31 +115,7 @@ class PolicyBed {
     auto r = std::make_shared<Region>(static_cast<RegionId>(regions_.size() + 1),
                                       0x100000000ull * (regions_.size() + 1),
                                       pages.size() * kTestPage, kTestPage, "test");
-    for (size_t i = 0; i < pages.size(); ++i) {
-      PageRecord& rec = r->pages[i];
-      switch (pages[i]) {
-        case 'D':
-          rec.tier = Tier::kDevice;
-          break;
-        case 'H':
-          rec.tier = Tier::kHost;
-          break;
-        case 'S':
-          rec.tier = Tier::kDisk;
-          break;
-        case 'U':
-          rec.tier = Tier::kUntouched;
-          break;
-        case 'P':
-          rec.tier = Tier::kDevice;
-          rec.flags = kPagePinned;
-          break;
-        case 'M':
-          rec.tier = Tier::kDevice;
-          rec.flags = kPageInFlight;
-          break;
-      }
-    }
+    for (size_t i = 0; i < pages.size(); ++i) SetPage(r->pages[i], pages[i]);
     regions_.push_back(r);
     return *r;
   }

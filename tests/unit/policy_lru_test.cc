@@ -5,15 +5,15 @@
 #include <vector>
 
 #include "policies/lru.h"
+#include "tests/unit/policy_fixture.h"
 
 namespace kvtier {
 namespace {
 
 constexpr size_t kPage = 1 << 20;
 
-// One region per string; each char is a page: D device, H host, S disk,
-// U untouched, P device+pinned, W host+will-need. last_access = index in
-// `ages` (a smaller number is colder).
+// One region per string; each char is a page, as in policy_fixture.h's
+// SetPage. last_access = index in `ages` (a smaller number is colder).
 struct Fixture {
   std::vector<RegionPtr> regions;
   void AddRegion(const std::string& pages, const std::vector<uint32_t>& ages) {
@@ -22,28 +22,7 @@ struct Fixture {
                                       kPage, "r");
     for (size_t i = 0; i < pages.size(); ++i) {
       PageRecord& rec = r->pages[i];
-      switch (pages[i]) {
-        case 'D':
-          rec.tier = Tier::kDevice;
-          break;
-        case 'H':
-          rec.tier = Tier::kHost;
-          break;
-        case 'S':
-          rec.tier = Tier::kDisk;
-          break;
-        case 'U':
-          rec.tier = Tier::kUntouched;
-          break;
-        case 'P':
-          rec.tier = Tier::kDevice;
-          rec.flags = kPagePinned;
-          break;
-        case 'W':
-          rec.tier = Tier::kHost;
-          rec.flags = kPageWillNeed;
-          break;
-      }
+      testing::SetPage(rec, pages[i]);
       rec.last_access = i < ages.size() ? ages[i] : 0;
     }
     regions.push_back(r);
