@@ -19,7 +19,7 @@ namespace {
 const std::string kDir = std::string(KVTIER_SOURCE_DIR) + "/tools/profiles";
 
 TEST(Profiles, EveryShippedProfileLoads) {
-  for (const char* name : {"h200-pcie5", "h100-pcie5", "l4-pcie4", "gh200-c2c"}) {
+  for (const char* name : {"h200-pcie5", "h100-pcie5", "l4-pcie4", "gh200-c2c", "h200-measured"}) {
     SCOPED_TRACE(name);
     Result<HardwareProfile> p = LoadProfile(name, kDir);
     ASSERT_TRUE(p.ok()) << p.status().message();

@@ -1,6 +1,7 @@
 // The fake CUDA driver of the CUDA backend's tests: see fake_uvm_driver.h.
 #include "fake_uvm_driver.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -104,7 +105,10 @@ CUresult ErrorName(CUresult r, const char** s) {
 }
 CUresult PrefetchLoc(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned, CUstream s) {
   if (CUresult r = Fails("cuMemPrefetchAsync"); r != CUDA_SUCCESS) return r;
-  g.prefetches.push_back({p, n, loc.type == CU_MEM_LOCATION_TYPE_HOST ? -1 : loc.id, s});
+  const auto* bytes = reinterpret_cast<const uint8_t*>(p);
+  const bool discarded =
+      n != 0 && std::all_of(bytes, bytes + n, [](uint8_t b) { return b == kPoison; });
+  g.prefetches.push_back({p, n, loc.type == CU_MEM_LOCATION_TYPE_HOST ? -1 : loc.id, s, discarded});
   return CUDA_SUCCESS;
 }
 CUresult AdviseLoc(CUdeviceptr, size_t, CUmem_advise, CUmemLocation) { return CUDA_SUCCESS; }

@@ -28,6 +28,7 @@ struct Prefetch {
   size_t bytes;
   int device;  // -1: the host
   CUstream stream;
+  bool discarded = false;  // every byte still the discard's poison when it was asked for
 };
 
 struct Allocation {

@@ -12,6 +12,7 @@
 // and launches racing a spilling policy thread never see a spilled byte.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -350,6 +351,38 @@ TEST_F(UvmDiskTierTest, APromoteOfASpilledPageRestoresItFirst) {
   EXPECT_EQ(TierOf(*r, 4), Tier::kDevice);
   EXPECT_TRUE(Holds(*r, 4, Seed(r->id, 4)));
   EXPECT_EQ(fake::State().prefetches.back().device, 0);
+}
+
+TEST_F(UvmDiskTierTest, ARestoreMapsDiscardedPagesOnTheHostBeforeCopyingIntoThem) {
+  // A CPU copy into discarded managed memory faults it in 4 KiB at a time
+  // through the driver; one prefetch to the host maps it first.
+  Start();
+  RegionPtr r = MakeRegion();
+  memset(reinterpret_cast<void*>(r->PageAddr(5)), 0, kPage);  // a page of zeros: not written
+  ASSERT_TRUE(dev_->SetDormant(*r, 3, 3, true).ok());
+  SpillAll(*r, 3, 3);
+  fake::State().prefetches.clear();
+  ASSERT_TRUE(dev_->Restore(*r, 3, 3).ok());
+  for (uint32_t p = 3; p < 6; ++p) {
+    const auto& list = fake::State().prefetches;
+    const auto it = std::find_if(list.begin(), list.end(), [&](const fake::Prefetch& f) {
+      return f.ptr == r->PageAddr(p) && f.bytes == kPage;
+    });
+    ASSERT_NE(it, list.end()) << "page " << p << " was not prefetched";
+    EXPECT_EQ(it->device, -1) << "page " << p;
+    EXPECT_TRUE(it->discarded) << "page " << p << " was copied into before its prefetch";
+    EXPECT_EQ(TierOf(*r, p), Tier::kHost);
+  }
+  EXPECT_TRUE(Holds(*r, 3, Seed(r->id, 3)));
+  EXPECT_TRUE(Holds(*r, 4, Seed(r->id, 4)));
+  // A prefetch the driver refuses costs the copies speed, not bytes.
+  ASSERT_TRUE(dev_->SetDormant(*r, 3, 2, true).ok());
+  SpillAll(*r, 3, 2);
+  fake::State().failing = "cuMemPrefetchAsync";
+  ASSERT_TRUE(dev_->Restore(*r, 3, 2).ok());
+  fake::State().failing.clear();
+  EXPECT_TRUE(Holds(*r, 3, Seed(r->id, 3)));
+  EXPECT_TRUE(Holds(*r, 4, Seed(r->id, 4)));
 }
 
 TEST_F(UvmDiskTierTest, DestroyingARegionGivesItsSlotsBackAndOpensTheGate) {

@@ -3,6 +3,7 @@
 // uvm_device.h). Disk I/O runs with the transition lock released; the page's
 // kPageInFlight flag and the region's disk_io count keep it in place.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 
@@ -22,6 +23,38 @@ constexpr size_t kRestoreChunk = 32;
 // Submissions this thread entered and has not yet left (an exit without an
 // enter, from a call that began before the watch started, is ignored).
 [[gnu::tls_model("initial-exec")]] constinit thread_local int t_submits = 0;
+
+// Maps a GPU's discarded pages on the host in one prefetch on its stream
+// (a prefetch populates memory that has none), so that the restore's copies
+// into them do not fault each 4 KiB in. Best effort: where the prefetch
+// fails, the copies fault the pages in as before.
+struct HostFill {
+  CUcontext context = nullptr;
+  CUstream stream = nullptr;
+  std::vector<CUdeviceptr> ptrs;
+  std::vector<size_t> sizes;
+  bool issued = false;
+
+  void Add(uintptr_t addr, size_t bytes) {
+    ptrs.push_back(static_cast<CUdeviceptr>(addr));
+    sizes.push_back(bytes);
+  }
+  void Issue(const DriverApi& api) {
+    if (ptrs.empty()) return;
+    ScopedContext scope(api, context);
+    issued = scope.result() == CUDA_SUCCESS &&
+             api.PrefetchRanges(ptrs.data(), sizes.data(), ptrs.size(), /*to_host=*/true, 0,
+                                stream) == CUDA_SUCCESS;
+    ptrs.clear();
+    sizes.clear();
+  }
+  void Wait(const DriverApi& api) {
+    if (!issued) return;
+    ScopedContext scope(api, context);
+    if (scope.result() == CUDA_SUCCESS) api.cuStreamSynchronize(stream);
+    issued = false;
+  }
+};
 
 }  // namespace
 
@@ -290,6 +323,12 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
     AlignedBuffer buffer;
   };
   std::vector<Job> jobs;
+  std::array<HostFill, kMaxDevices> fills{};  // each GPU's context and stream
+  for (const PageKey& key : pages) {
+    const DeviceState& d = devices_[key.first->device];  // ready since the region's creation
+    fills[key.first->device].context = d.context;
+    fills[key.first->device].stream = d.stream;
+  }
   for (const PageKey& key : pages) {
     PageRecord& rec = key.first->region->pages[key.second];
     if (rec.tier.load(std::memory_order_relaxed) != Tier::kDisk ||
@@ -327,17 +366,32 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
     }
     // The CPU's write of every byte undoes the discard; the page is on the
     // host until the GPU faults it in or the policy promotes it. Each page
-    // is copied as its read completes, while the others are in flight.
+    // is copied as its read completes, while the others are in flight. The
+    // discarded memory is mapped on the host first, in one prefetch per GPU
+    // issued before the reads: a CPU write would fault it in 4 KiB at a time
+    // through the driver (on an H200, 4.3 ms for a 2 MiB page that took
+    // 0.9 ms to read).
+    for (size_t j = from; j < to; ++j) {
+      const Region& region = *jobs[j].r->region;
+      fills[jobs[j].r->device].Add(region.PageAddr(jobs[j].page), region.page_size);
+    }
+    for (HostFill& fill : fills) fill.Issue(config_.api);
+    bool filled = false;
     if (!targets.empty()) {
       page_io_.Read(targets, [&](size_t k, const Status& read) {
         Job& job = jobs[target_job[k]];
         const Region& region = *job.r->region;
         if (!read.ok()) StopOnLostPage(*store_, region.id, region.tag, job.page, read);
+        if (!filled) {
+          for (HostFill& fill : fills) fill.Wait(config_.api);
+          filled = true;
+        }
         memcpy(reinterpret_cast<void*>(region.PageAddr(job.page)), job.buffer.data(),
                region.page_size);
         scratch_.Return(std::move(job.buffer));
       });
     }
+    for (HostFill& fill : fills) fill.Wait(config_.api);
     for (size_t j = from; j < to; ++j) {
       if (jobs[j].slot != kZeroSlot) continue;
       const Region& region = *jobs[j].r->region;
