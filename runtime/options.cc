@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "policies/registry.h"
+#include "runtime/numa_place.h"
 #include "runtime/units.h"
 
 namespace kvtier {
@@ -204,6 +205,10 @@ Status CheckField(const OptionInfo& row, std::string_view text, const Options& o
     if ((o.page_size & (o.page_size - 1)) != 0) return Invalid(row, text, "not a power of two");
   } else if (field == "disk_dir") {
     if (!o.disk_dir.starts_with('/')) return Invalid(row, text, "not an absolute path");
+  } else if (field == "numa_node") {
+    if (Result<NumaRequest> r = ParseNumaRequest(o.numa_node); !r.ok()) {
+      return Invalid(row, text, r.status());
+    }
   }
   return Status::Ok();
 }

@@ -17,6 +17,7 @@
 #include "runtime/internal_thread.h"
 #include "runtime/log.h"
 #include "runtime/mover.h"
+#include "runtime/numa_place.h"
 #include "runtime/signal_apply.h"
 #include "runtime/stats_segment.h"
 #include "runtime/storage/fault_env.h"
@@ -103,6 +104,10 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, const P
     }
     return rt->store_.get();
   };
+  // kvtier's own host memory on the engine thread's node (KVTIER_NUMA_NODE);
+  // the CUDA backend moves it to its GPU's once one answers.
+  const Result<NumaRequest> numa = ParseNumaRequest(options.numa_node);  // checked when parsed
+  SetMemoryNode(numa.ok() ? ResolveNumaNode(numa.value(), NodeOfThisThread()) : -1);
   std::unique_ptr<Device> device;
   if (Status s = CheckStartStep(check, "device"); !s.ok()) return s;
   if (parts.device) {

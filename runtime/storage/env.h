@@ -86,7 +86,8 @@ class Env {
 };
 
 // Memory aligned for O_DIRECT (4 KiB; 2 MiB and transparent huge pages when
-// the size allows), zero-filled. Move-only.
+// the size allows), zero-filled, a mapping of its own placed on kvtier's
+// NUMA node (runtime/numa_place.h). Move-only.
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;

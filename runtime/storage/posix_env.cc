@@ -13,6 +13,7 @@
 #include <new>
 
 #include "runtime/clock.h"
+#include "runtime/numa_place.h"
 #include "runtime/storage/env.h"
 #include "runtime/storage/io_queue.h"
 
@@ -115,15 +116,26 @@ Env* Env::Default() {
 }
 
 Result<AlignedBuffer> AlignedBuffer::Allocate(size_t bytes) {
-  size_t size = AlignUp(bytes == 0 ? 1 : bytes, kDirectAlign);
-  size_t align = size >= kHugePage ? kHugePage : kDirectAlign;
-  void* p = nullptr;
-  int rc = posix_memalign(&p, align, size);
-  if (rc != 0)
-    return Status::Errorf("allocating a %zu-byte aligned I/O buffer: %s", size, strerror(rc));
+  const size_t size = AlignUp(bytes == 0 ? 1 : bytes, kDirectAlign);
+  const size_t align = size >= kHugePage ? kHugePage : kDirectAlign;
+  // A mapping of its own, not heap memory: it is placed on kvtier's NUMA
+  // node (a placement of heap pages would outlive the buffer), and given
+  // back whole. Reserved with room to align, then trimmed.
+  const size_t reserve = size + align - kDirectAlign;
+  void* area = mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (area == MAP_FAILED) {
+    return Status::Errorf("allocating a %zu-byte aligned I/O buffer: %s", size, strerror(errno));
+  }
+  const auto lo = reinterpret_cast<uintptr_t>(area);
+  const uintptr_t at = AlignUp(lo, align);
+  if (at > lo) munmap(area, at - lo);
+  if (lo + reserve > at + size)
+    munmap(reinterpret_cast<void*>(at + size), lo + reserve - at - size);
+  void* p = reinterpret_cast<void*>(at);
   // Huge pages mean fewer DMA segments per 2 MiB request; best effort.
   if (align == kHugePage) madvise(p, size, MADV_HUGEPAGE);
-  memset(p, 0, size);
+  PlaceOnMemoryNode(p, size);
+  memset(p, 0, size);  // its pages now, on that node, not on the I/O path
   AlignedBuffer b;
   b.data_ = static_cast<uint8_t*>(p);
   b.size_ = size;
@@ -132,7 +144,7 @@ Result<AlignedBuffer> AlignedBuffer::Allocate(size_t bytes) {
 
 AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
   if (this != &other) {
-    free(data_);
+    if (data_ != nullptr) munmap(data_, size_);
     data_ = other.data_;
     size_ = other.size_;
     other.data_ = nullptr;
@@ -141,6 +153,8 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
   return *this;
 }
 
-AlignedBuffer::~AlignedBuffer() { free(data_); }
+AlignedBuffer::~AlignedBuffer() {
+  if (data_ != nullptr) munmap(data_, size_);
+}
 
 }  // namespace kvtier

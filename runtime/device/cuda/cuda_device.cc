@@ -13,6 +13,7 @@
 #include "runtime/device/cuda/driver_api.h"
 #include "runtime/device/cuda/uvm_device.h"
 #include "runtime/log.h"
+#include "runtime/numa_place.h"
 #include "runtime/units.h"
 
 namespace kvtier {
@@ -70,6 +71,16 @@ Result<std::unique_ptr<Device>> MakeCudaDeviceOn(const cuda::DriverApi& api, con
   config.events = events;
   config.counters = counters;
   config.maintenance_ms = static_cast<int>(std::clamp<int64_t>(options.tick_ms, 5, 100));
+  // kvtier's own host memory (the disk tier's buffers) on the GPU's node
+  // rather than the engine thread's, before the store allocates any.
+  if (Result<NumaRequest> numa = ParseNumaRequest(options.numa_node);
+      numa.ok() && numa.value().kind == NumaRequest::Kind::kAuto) {
+    int node = -1;
+    if (api.cuDeviceGetAttribute(&node, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, device) != CUDA_SUCCESS) {
+      node = -1;
+    }
+    if (node >= 0) SetMemoryNode(ResolveNumaNode(numa.value(), node));
+  }
   config.store = open_store ? open_store() : nullptr;
   config.idle_ns = static_cast<uint64_t>(options.idle_ms) * 1'000'000;
   auto made = cuda::UvmDevice::Create(std::move(config));

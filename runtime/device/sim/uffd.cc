@@ -12,6 +12,7 @@
 #include <cstring>
 #include <utility>
 
+#include "runtime/numa_place.h"
 #include "runtime/va_range.h"
 
 #ifndef UFFD_USER_MODE_ONLY
@@ -351,6 +352,9 @@ Result<ShmViews> ShmViews::Create(size_t bytes, size_t align, const std::string&
     v.engine = static_cast<uint8_t*>(engine);
   }
 
+  // The memfd's pages, whichever view faults them in, on kvtier's NUMA node
+  // (a placement on a shared mapping is the memfd's own).
+  PlaceOnMemoryNode(v.engine, bytes);
   void* alias = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, v.memfd, 0);
   if (alias == MAP_FAILED) {
     Status s = Status::Errorf("mapping the alias view of memfd %s failed: %s", name.c_str(),
