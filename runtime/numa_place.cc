@@ -90,9 +90,8 @@ void PlaceOnMemoryNode(void* addr, size_t len) {
   const uintptr_t end = (reinterpret_cast<uintptr_t>(addr) + len) & ~(page - 1);
   if (end <= begin) return;
   unsigned long mask[kMaxNodes / kMaskBits] = {};
-  mask[static_cast<unsigned long>(node) / kMaskBits] |= 1UL
-                                                       << (static_cast<unsigned long>(node) %
-                                                           kMaskBits);
+  mask[static_cast<unsigned long>(node) / kMaskBits] |=
+      1UL << (static_cast<unsigned long>(node) % kMaskBits);
   // maxnode counts one more than the mask's bits (the kernel reads one less).
   if (mbind(reinterpret_cast<void*>(begin), end - begin, MPOL_PREFERRED, mask, kMaxNodes + 1,
             MPOL_MF_MOVE) != 0) {

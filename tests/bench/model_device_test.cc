@@ -1,6 +1,6 @@
 // ModelDevice: channels, faults, prefetches, demotions and driver eviction
 // on the virtual clock.
-#include "runtime/device/model/model_device.h"
+#include "tools/bench/model_device.h"
 
 #include <gtest/gtest.h>
 

@@ -3,6 +3,8 @@
 // behind the host tier and the simulated GPU) is placed on the node, read
 // back with get_mempolicy and move_pages. On a machine of one node only
 // node 0 can be checked; auto places nothing there by design.
+#include "runtime/numa_place.h"
+
 #include <gtest/gtest.h>
 #include <numa.h>
 #include <numaif.h>
@@ -14,7 +16,6 @@
 #include <vector>
 
 #include "runtime/device/sim/uffd.h"
-#include "runtime/numa_place.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"
 #include "runtime/storage/env.h"
@@ -155,7 +156,8 @@ TEST_F(NumaRuntimeTest, TheRuntimeSetsTheNodeBeforeItsDeviceMakesRegions) {
     ASSERT_TRUE(rt.ok()) << rt.status().message();
     const bool placed = std::string(value) == "0";
     EXPECT_EQ(MemoryNode(), placed ? 0 : -1);
-    Result<RegionPtr> region = rt.value()->device().CreateRegion(1, size_t{1} << 20, 64 << 10, "kv");
+    Result<RegionPtr> region =
+        rt.value()->device().CreateRegion(1, size_t{1} << 20, 64 << 10, "kv");
     ASSERT_TRUE(region.ok()) << region.status().message();
     EXPECT_EQ(PolicyAt(reinterpret_cast<void*>(region.value()->base)).mode,
               placed ? MPOL_PREFERRED : MPOL_DEFAULT);

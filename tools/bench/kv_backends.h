@@ -29,8 +29,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/device/model/model_device.h"
 #include "tools/bench/engine_model.h"
+#include "tools/bench/model_device.h"
 #include "tools/bench/virtual_ticker.h"
 
 namespace kvtier::bench {

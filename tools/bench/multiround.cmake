@@ -5,14 +5,13 @@
 # CMakeLists.txt before it creates kvtier-bench; takes its files out of the
 # subcommand glob.
 set(KVTIER_BENCH_SIM_FILES
-  bench_args.cc engine_model.cc hw_profile.cc kv_backends.cc mr_report.cc svg_plot.cc
-  systems.cc virtual_ticker.cc workload.cc)
+  bench_args.cc engine_model.cc hw_profile.cc kv_backends.cc model_device.cc mr_report.cc
+  svg_plot.cc systems.cc virtual_ticker.cc workload.cc)
 list(TRANSFORM KVTIER_BENCH_SIM_FILES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
 list(REMOVE_ITEM KVTIER_BENCH_SOURCES ${KVTIER_BENCH_SIM_FILES})
-# The model-only device (runtime/device/model) is compiled here: only the
-# bench and its tests run it, so kvtier_runtime leaves it out.
-add_library(kvtier_bench_sim STATIC ${KVTIER_BENCH_SIM_FILES}
-  ${PROJECT_SOURCE_DIR}/runtime/device/model/model_device.cc)
+# The model-only device (model_device.h) lives here, not in runtime/: only
+# the bench and its tests run it.
+add_library(kvtier_bench_sim STATIC ${KVTIER_BENCH_SIM_FILES})
 kvtier_target_defaults(kvtier_bench_sim)
 target_link_libraries(kvtier_bench_sim PUBLIC kvtier_runtime)
 target_compile_definitions(kvtier_bench_sim PUBLIC KVTIER_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

@@ -18,9 +18,9 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/device/model/model_device.h"
 #include "runtime/policy.h"
 #include "runtime/tick_engine.h"
+#include "tools/bench/model_device.h"
 
 namespace kvtier::bench {
 

@@ -1,5 +1,5 @@
 // ModelDevice: page states, channels and a virtual clock (see model_device.h).
-#include "runtime/device/model/model_device.h"
+#include "tools/bench/model_device.h"
 
 #include <algorithm>
 #include <cmath>
