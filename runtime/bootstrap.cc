@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "policies/registry.h"
 #include "runtime/allocation_matcher.h"
 #include "runtime/log.h"
 #include "runtime/mutex.h"
@@ -23,6 +24,17 @@
 
 namespace kvtier {
 namespace {
+
+// The parts every backend's runtime starts from: the policies of the
+// registry. Start-up is where the runtime and policies/ meet; the runtime
+// itself knows only the Policy interface.
+Runtime::Parts ProcessParts() {
+  Runtime::Parts parts;
+  parts.policy = [](std::string_view name, const PolicySettings& settings) {
+    return MakePolicy(name, settings);
+  };
+  return parts;
+}
 
 // Process-wide instance. Not destroyed at exit: engine threads and static
 // destructors may still touch tiered memory, so the fault handlers must live
@@ -63,7 +75,7 @@ Runtime* StartSim(const Options& options) {
   if (effective.device_budget.For(0) == 0) {
     effective.device_budget = DeviceSizes{effective.sim_device_memory / 10 * 9, {}};
   }
-  Runtime::Parts parts;
+  Runtime::Parts parts = ProcessParts();
   auto created = Runtime::Create(effective, parts);
   if (created.ok()) return created.value().release();
   Log(0, "cannot start the simulated GPU: %s; running without kvtier",
@@ -75,7 +87,7 @@ Runtime* StartSim(const Options& options) {
 // process's VaRange, which the free() hook tests.
 Runtime* StartHost(const Options& options) {
   Options effective;
-  Runtime::Parts parts;
+  Runtime::Parts parts = ProcessParts();
   if (Status s = HostBackendParts(options, &effective, &parts); !s.ok()) {
     Log(0, "KVTIER_BACKEND=host: %s; running without kvtier", s.message().c_str());
     return nullptr;
@@ -104,7 +116,7 @@ Runtime* StartHost(const Options& options) {
 // call passes through) when no GPU answers.
 Runtime* StartCuda(const Options& options) {
 #ifdef KVTIER_HAVE_CUDA
-  Runtime::Parts parts;
+  Runtime::Parts parts = ProcessParts();
   parts.device = [&options](DeviceEvents* events, Counters* counters,
                             const Runtime::StoreOpener& open_store) {
     return MakeCudaDevice(options, events, counters, open_store);

@@ -20,7 +20,6 @@
 #include <type_traits>
 #include <utility>
 
-#include "policies/registry.h"
 #include "runtime/numa_place.h"
 #include "runtime/units.h"
 
@@ -57,21 +56,6 @@ std::string Lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
-}
-
-// Policies register themselves, so KVTIER_POLICY accepts what the registry
-// holds rather than the literal column of options.def.
-const std::string& PolicyAccepted() {
-  static const std::string accepted = [] {
-    // "auto": the backend's (see Runtime::DefaultPolicy).
-    std::string s = "auto";
-    for (std::string_view name : PolicyNames()) {
-      if (!s.empty()) s += '|';
-      s += name;
-    }
-    return s;
-  }();
-  return accepted;
 }
 
 // "NAME=VALUE: reason (accepted: ...)", the one form every option error takes.
@@ -290,9 +274,6 @@ const std::vector<OptionInfo>& OptionTable() {
   t.push_back({#field, "KVTIER_" + Upper(#field), #type, def, accepted, doc});
 #include "runtime/options.def"
 #undef KVTIER_OPTION
-    for (OptionInfo& row : t) {
-      if (row.field == "policy"sv) row.accepted = PolicyAccepted().c_str();
-    }
     return t;
   }();
   return table;

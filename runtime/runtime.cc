@@ -11,7 +11,6 @@
 #include <cstring>
 #include <system_error>
 
-#include "policies/registry.h"
 #include "runtime/clock.h"
 #include "runtime/device/sim/sim_device.h"
 #include "runtime/internal_thread.h"
@@ -54,8 +53,8 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, const P
     return s.Annotate("KVTIER_POLICY=" + options.policy);
   }
   const std::string policy_name = options.policy == "auto" ? parts.auto_policy : options.policy;
-  std::unique_ptr<Policy> policy =
-      parts.policy ? parts.policy(policy_name, settings) : MakePolicy(policy_name, settings);
+  if (!parts.policy) return Status::Error("kvtier: no policy factory (Runtime::Parts::policy)");
+  std::unique_ptr<Policy> policy = parts.policy(policy_name, settings);
   if (!policy) return Status::Errorf("KVTIER_POLICY=%s: unknown policy", policy_name.c_str());
   Result<AllocationMatcher> match = AllocationMatcher::Parse(options.match);
   if (!match.ok()) return match.status().Annotate("KVTIER_MATCH=" + EchoValue(options.match));

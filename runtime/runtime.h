@@ -64,7 +64,8 @@ class Runtime : public DeviceEvents {
   // Makes the policy KVTIER_POLICY names; nullptr for a name it does not know.
   using PolicyFactory =
       std::function<std::unique_ptr<Policy>(std::string_view name, const PolicySettings& settings)>;
-  // What a runtime is built from. Every part has a production default.
+  // What a runtime is built from. Every part but the policy factory has a
+  // production default.
   struct Parts {
     // Null: the data-backed simulated GPU with options.device_budget as its
     // capacity, and the disk tier when options.disk_budget > 0.
@@ -78,7 +79,8 @@ class Runtime : public DeviceEvents {
     uint64_t data_host_limit = 0;
     // Never-touched pages its first touch populates after its own (0: none).
     uint32_t data_fill_ahead = 0;
-    // Null: the policy registry (policies/registry.h).
+    // Required: the runtime knows policies only through it (the process's
+    // start-up passes policies/registry.h's MakePolicy; so do the tests).
     PolicyFactory policy;
     // The policy KVTIER_POLICY=auto (the default) stands for.
     std::string auto_policy = "predictive";

@@ -25,6 +25,7 @@
 #include "runtime/storage/fault_env.h"
 #include "runtime/storage/spill_store.h"
 #include "storage_test_util.h"
+#include "tests/testing/runtime_parts.h"
 
 namespace kvtier::cuda {
 namespace {
@@ -426,7 +427,7 @@ TEST_F(UvmDiskTierTest, ThroughTheRuntimeADormantRangeGoesToDiskAndWaitBringsItB
   });
   ASSERT_TRUE(options.ok()) << options.status().message();
   UvmDevice* cuda = nullptr;
-  Runtime::Parts parts;
+  Runtime::Parts parts = kvtier::testing::PolicyParts();
   parts.start_threads = false;
   parts.device = [&](DeviceEvents* events, Counters* counters,
                      const Runtime::StoreOpener& open_store) -> Result<std::unique_ptr<Device>> {

@@ -20,6 +20,7 @@
 #include "runtime/runtime.h"
 #include "runtime/storage/env.h"
 #include "tests/sim/sim_test_util.h"
+#include "tests/testing/runtime_parts.h"
 
 namespace kvtier::testing {
 namespace {
@@ -152,7 +153,7 @@ TEST_F(NumaRuntimeTest, TheRuntimeSetsTheNodeBeforeItsDeviceMakesRegions) {
       return it == env.end() ? nullptr : it->second.c_str();
     });
     ASSERT_TRUE(o.ok()) << o.status().message();
-    Result<std::unique_ptr<Runtime>> rt = Runtime::Create(o.value(), {});
+    Result<std::unique_ptr<Runtime>> rt = Runtime::Create(o.value(), PolicyParts());
     ASSERT_TRUE(rt.ok()) << rt.status().message();
     const bool placed = std::string(value) == "0";
     EXPECT_EQ(MemoryNode(), placed ? 0 : -1);

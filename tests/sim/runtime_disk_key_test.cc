@@ -19,6 +19,7 @@
 #include "runtime/runtime.h"
 #include "runtime/storage/spill_store.h"
 #include "tests/sim/sim_disk_test_util.h"
+#include "tests/testing/runtime_parts.h"
 
 namespace kvtier::testing {
 namespace {
@@ -62,7 +63,7 @@ TEST_F(SimDiskTest, TheKeyIsInNoLogStatsSegmentOrSummary) {
   });
   ASSERT_TRUE(options.ok()) << options.status().message();
   Options effective = options.value();
-  Runtime::Parts parts;
+  Runtime::Parts parts = PolicyParts();
   ASSERT_TRUE(HostBackendParts(options.value(), &effective, &parts).ok());
 
   // Everything kvtier logs from here on goes to a file.

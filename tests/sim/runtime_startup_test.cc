@@ -14,6 +14,7 @@
 #include "runtime/runtime.h"
 #include "tests/sim/sim_test_util.h"
 #include "tests/storage/storage_test_util.h"
+#include "tests/testing/runtime_parts.h"
 
 namespace kvtier::testing {
 namespace {
@@ -39,7 +40,7 @@ TEST_F(RuntimeStartupTest, ADeviceThatCannotBeMadeFailsCreateAndPrintsNoSummary)
     return Status::Errorf("injected: no device");
   };
   ::testing::internal::CaptureStderr();
-  Runtime::Parts parts;
+  Runtime::Parts parts = PolicyParts();
   parts.device = factory;
   Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), std::move(parts));
   const std::string err = ::testing::internal::GetCapturedStderr();
@@ -54,9 +55,19 @@ TEST_F(RuntimeStartupTest, AnUnknownPolicyFailsCreateNamingIt) {
   ASSERT_TRUE(options.ok()) << options.status().message();
   Options o = options.value();
   o.policy = "no-such-policy";
-  Result<std::unique_ptr<Runtime>> made = Runtime::Create(o, {});
+  Result<std::unique_ptr<Runtime>> made = Runtime::Create(o, PolicyParts());
   ASSERT_FALSE(made.ok());
   EXPECT_NE(made.status().message().find("no-such-policy"), std::string::npos);
+}
+
+TEST_F(RuntimeStartupTest, WithoutAPolicyFactoryCreateFailsSayingSo) {
+  // The runtime knows policies only through the factory its maker passes.
+  Result<Options> options = MakeOptions({});
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), {});
+  ASSERT_FALSE(made.ok());
+  EXPECT_NE(made.status().message().find("no policy factory"), std::string::npos)
+      << made.status().message();
 }
 
 TEST_F(RuntimeStartupTest, AnUnusableDiskDirectoryLeavesTheRuntimeWithoutADiskTier) {
@@ -65,7 +76,7 @@ TEST_F(RuntimeStartupTest, AnUnusableDiskDirectoryLeavesTheRuntimeWithoutADiskTi
                                          {"KVTIER_SHOW_STATS", "1"}});
   ASSERT_TRUE(options.ok()) << options.status().message();
   ::testing::internal::CaptureStderr();
-  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), {});
+  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), PolicyParts());
   std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(made.ok()) << made.status().message();
   EXPECT_NE(err.find("no disk tier: KVTIER_DISK_DIR=/proc/kvtier-no-such-dir"), std::string::npos)
@@ -127,7 +138,7 @@ TEST_F(RuntimeStartupTest, EveryStartStepFailsInTurnWithOneMessageAndNoHalfBuilt
   // is failed below without a change here.
   std::vector<std::string> steps;
   {
-    Runtime::Parts parts;
+    Runtime::Parts parts = PolicyParts();
     parts.check_step = [&](const char* step) {
       steps.emplace_back(step);
       return Status::Ok();
@@ -150,7 +161,7 @@ TEST_F(RuntimeStartupTest, EveryStartStepFailsInTurnWithOneMessageAndNoHalfBuilt
   for (const std::string& failing : steps) {
     SCOPED_TRACE("failing step: " + failing);
     const std::string why = "injected failure of " + failing;
-    Runtime::Parts parts;
+    Runtime::Parts parts = PolicyParts();
     parts.check_step = [&](const char* step) {
       return failing == step ? Status::Error(why) : Status::Ok();
     };

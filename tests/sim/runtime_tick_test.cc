@@ -17,13 +17,15 @@
 #include "runtime/policy.h"
 #include "runtime/runtime.h"
 #include "tests/sim/sim_test_util.h"
+#include "tests/testing/runtime_parts.h"
 
 namespace kvtier::testing {
 namespace {
 
 using RuntimeTickTest = SimDeviceTest;  // its SetUp skips without userfaultfd
 
-Result<std::unique_ptr<Runtime>> MakeRuntime(const char* tick_ms, Runtime::Parts parts = {}) {
+Result<std::unique_ptr<Runtime>> MakeRuntime(const char* tick_ms,
+                                             Runtime::Parts parts = PolicyParts()) {
   const std::map<std::string, std::string> values = {{"KVTIER_DEVICE_BUDGET", "1M"},
                                                      {"KVTIER_HOST_BUDGET", "16M"},
                                                      {"KVTIER_PAGE_SIZE", "64K"},
@@ -53,7 +55,7 @@ TEST_F(RuntimeTickTest, SignalsCarryTheTimeOfTheRuntimesClock) {
   ManualClock clock(7'000'000'000);
   std::vector<Signal> seen;
   std::string asked_for;
-  Runtime::Parts parts;
+  Runtime::Parts parts = PolicyParts();
   parts.policy = [&](std::string_view name, const PolicySettings&) -> std::unique_ptr<Policy> {
     asked_for = std::string(name);
     return std::make_unique<RecordingPolicy>(&seen);

@@ -30,6 +30,7 @@
 #include "runtime/runtime.h"
 #include "runtime/units.h"
 #include "tests/sim/sim_disk_test_util.h"
+#include "tests/testing/runtime_parts.h"
 
 namespace kvtier::testing {
 namespace {
@@ -187,7 +188,7 @@ void StressThroughTheRuntime(const char* name, std::map<std::string, std::string
   });
   ASSERT_TRUE(options.ok()) << options.status().message();
   Options effective = options.value();
-  Runtime::Parts parts;
+  Runtime::Parts parts = PolicyParts();
   if (host_backend) {
     Status s = HostBackendParts(options.value(), &effective, &parts);
     ASSERT_TRUE(s.ok()) << s.message();

@@ -18,6 +18,7 @@
 #include "runtime/options.h"
 #include "runtime/runtime.h"
 #include "tests/sim/sim_disk_test_util.h"
+#include "tests/testing/runtime_parts.h"
 
 namespace kvtier::testing {
 namespace {
@@ -360,7 +361,7 @@ TEST_F(SimDiskTest, APolicyTickSpillsItsPagesAsOneGroup) {
     if (!dev.ok()) return dev.status();
     return std::unique_ptr<Device>(std::move(dev).value());
   };
-  Runtime::Parts parts;
+  Runtime::Parts parts = PolicyParts();
   parts.device = factory;
   parts.start_threads = false;
   Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), std::move(parts));
