@@ -21,6 +21,7 @@
 #include "runtime/stats_segment.h"
 #include "runtime/storage/fault_env.h"
 #include "runtime/storage/spill_store.h"
+#include "runtime/tick_schedule.h"
 #include "runtime/units.h"
 
 namespace kvtier {
@@ -140,11 +141,9 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, const P
   tick.tick_ns = static_cast<uint64_t>(options.tick_ms) * 1'000'000;
   tick.high_watermark = static_cast<int>(options.high_watermark);
   tick.low_watermark = static_cast<int>(options.low_watermark);
-  const Device::LinkRates rates = rt->device_->link_rates();
-  const double link = static_cast<double>(options.link_bandwidth);
-  tick.mover.bps[kChannelUp] = link > 0 ? link : rates.up;
-  tick.mover.bps[kChannelDown] = link > 0 ? link : rates.down;
-  tick.mover.bps[kChannelSpill] = rates.spill;
+  tick.mover.bps[kChannelUp] = static_cast<double>(options.link_bandwidth);
+  tick.mover.bps[kChannelDown] = static_cast<double>(options.link_bandwidth);
+  FillLinkRates(rt->device_->link_rates(), &tick.mover);
   tick.mover.share_pct = static_cast<uint32_t>(options.link_share);
   tick.mover.cap_bytes = options.move_bytes_per_tick;
   {
@@ -426,35 +425,29 @@ void Runtime::Tick() {
 void Runtime::PolicyLoop() {
   MarkKvtierThread();
   pthread_setname_np(pthread_self(), "kvtier-policy");
+  // When to tick: TickSchedule (periodic, and early on TickSoon), on the
+  // steady clock the condition variable waits on.
+  const auto steady_ns = [] {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
+  };
+  TickSchedule schedule(static_cast<uint64_t>(options_.tick_ms) * 1'000'000, steady_ns());
   MutexLock lock(&stop_mu_);
-  // Ticks start every period, however long one takes (a late one starts at
-  // once, and the next a period later: no burst to catch up), and early
-  // when the engine waits on a page from the host or disk or the device had
-  // to evict a page itself (TickSoon), though not within a fifth of a
-  // period of the last: faults and evictions come in bursts.
-  const auto period = std::chrono::milliseconds(options_.tick_ms);
-  const auto min_gap =
-      std::max<std::chrono::steady_clock::duration>(period / 5, std::chrono::milliseconds(1));
-  auto start = std::chrono::steady_clock::now();
-  auto next = start + period;
   while (!stopping_) {
-    while (!stopping_ && !tick_early_ && stop_cv_.WaitUntil(stop_mu_, next)) {
+    if (tick_early_) schedule.AskEarly();
+    const uint64_t due = schedule.DueAt();
+    if (steady_ns() < due) {
+      // Woken by TickSoon or Shutdown, or at `due` (or spuriously): look again.
+      stop_cv_.WaitUntil(stop_mu_, std::chrono::steady_clock::time_point(
+                                       std::chrono::nanoseconds(static_cast<int64_t>(due))));
+      continue;
     }
-    if (!stopping_ && tick_early_) {
-      const auto until = std::min(next, start + min_gap);
-      while (!stopping_ && stop_cv_.WaitUntil(stop_mu_, until)) {
-      }
-    }
-    if (stopping_) break;
     tick_early_ = false;
     early_asked_.store(false, std::memory_order_release);  // a fault from now on asks again
     lock.Unlock();
-    start = std::chrono::steady_clock::now();
-    // An early tick is an extra one: the periodic ones keep their times (a
-    // burst of early ticks must not push the next periodic one back).
-    const bool early = start < next;
+    schedule.Start(steady_ns());
     Tick();
-    if (!early) next = std::max(next + period, start);
     lock.Lock();
   }
 }

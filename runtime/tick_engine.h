@@ -37,6 +37,15 @@ struct TickEngineConfig {
   MoverConfig mover;  // its tick_ns is set from tick_ns
 };
 
+// Gives each channel of `mover` without a figure (0) the device's: what
+// the runtime and kvtier-bench do with KVTIER_LINK_BANDWIDTH=0.
+inline void FillLinkRates(const Device::LinkRates& rates, MoverConfig* mover) {
+  const double device_bps[kChannelCount] = {rates.up, rates.down, rates.spill};
+  for (int ch = 0; ch < kChannelCount; ++ch) {
+    if (mover->bps[ch] <= 0) mover->bps[ch] = device_bps[ch];
+  }
+}
+
 // Host and disk usage as the caller books it (the device's comes from the
 // Device).
 struct TierBytes {

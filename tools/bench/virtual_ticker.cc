@@ -7,15 +7,14 @@ namespace kvtier::bench {
 
 VirtualTicker::VirtualTicker(ModelDevice* device, std::unique_ptr<Policy> policy,
                              const TickEngineConfig& config)
-    : device_(device), policy_(std::move(policy)), tick_ns_(std::max<uint64_t>(config.tick_ns, 1)) {
+    : device_(device),
+      policy_(std::move(policy)),
+      tick_ns_(std::max<uint64_t>(config.tick_ns, 1)),
+      schedule_(tick_ns_, 0) {
   if (!policy_) return;
   // As the runtime does: the device's link figures where none is given.
   TickEngineConfig c = config;
-  const Device::LinkRates rates = device->link_rates();
-  const double device_bps[kChannelCount] = {rates.up, rates.down, rates.spill};
-  for (int ch = 0; ch < kChannelCount; ++ch) {
-    if (c.mover.bps[ch] <= 0) c.mover.bps[ch] = device_bps[ch];
-  }
+  FillLinkRates(device->link_rates(), &c.mover);
   engine_ = std::make_unique<TickEngine>(*device, *policy_, device->clock(), c);
 }
 
@@ -34,8 +33,7 @@ void VirtualTicker::Wake(uint64_t t_ns) {
 
 void VirtualTicker::WakeSoon(uint64_t t_ns) {
   if (!engine_) return;
-  const uint64_t min_gap = std::max<uint64_t>(tick_ns_ / 5, 1'000'000);
-  next_tick_ns_ = std::min(next_tick_ns_, std::max(t_ns, last_tick_ns_ + min_gap));
+  next_tick_ns_ = std::min(next_tick_ns_, schedule_.EarlyAt(t_ns));
 }
 
 void VirtualTicker::OnFault(Region& region, uint32_t page, Tier from, uint64_t wait_ns) {
@@ -67,7 +65,7 @@ void VirtualTicker::RunUntil(uint64_t t_ns) {
 }
 
 void VirtualTicker::Tick(uint64_t t_ns) {
-  last_tick_ns_ = t_ns;
+  schedule_.Start(t_ns);
   device_->AdvanceTo(t_ns);
   std::vector<Signal> signals;
   signals.swap(pending_);

@@ -20,6 +20,7 @@
 
 #include "runtime/policy.h"
 #include "runtime/tick_engine.h"
+#include "runtime/tick_schedule.h"
 #include "tools/bench/model_device.h"
 
 namespace kvtier::bench {
@@ -63,8 +64,8 @@ class VirtualTicker : public DeviceEvents {
   std::unique_ptr<TickEngine> engine_;
   std::vector<RegionPtr> regions_;
   std::vector<Signal> pending_;
+  TickSchedule schedule_;  // the early rule, shared with the runtime's policy thread
   uint64_t next_tick_ns_ = kIdle;
-  uint64_t last_tick_ns_ = 0;
   uint64_t driver_evictions_ = 0;
 };
 
