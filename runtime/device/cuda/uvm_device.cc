@@ -154,11 +154,7 @@ UvmDevice::UvmDevice(UvmDeviceConfig config)
       counters_(config_.counters ? *config_.counters : own_counters_),
       store_(config_.store),
       scratch_(32, "CUDA backend"),
-      page_io_(config_.store) {
-  for (DeviceState& state : devices_) {
-    state.resident_list.prev = state.resident_list.next = &state.resident_list;
-  }
-}
+      page_io_(config_.store) {}
 
 UvmDevice::~UvmDevice() {
   if (forked_.load()) {
@@ -214,7 +210,8 @@ std::vector<Device::GpuUsage> UvmDevice::gpus() const {
   std::vector<GpuUsage> out;
   MutexLock lock(&mu_);
   for (int d = 0; d < kMaxDevices; ++d) {
-    if (devices_[d].ready) out.push_back({d, devices_[d].resident, devices_[d].capacity});
+    if (devices_[d].ready)
+      out.push_back({d, devices_[d].resident_list.bytes(), devices_[d].capacity});
   }
   return out;
 }
@@ -302,16 +299,8 @@ void UvmDevice::DestroyRegion(Region& region) {
     DeviceState& dev = devices_[r->device];
     context = dev.context;
     for (uint32_t p = 0; p < region.pages.size(); ++p) {
-      Tier t = region.pages[p].tier.load(std::memory_order_relaxed);
-      if (t == Tier::kDevice) {
-        Link& l = r->links[p];
-        l.prev->next = l.next;
-        l.next->prev = l.prev;
-        l.prev = l.next = nullptr;
-        dev.resident -= region.page_size;
-        resident_bytes_.fetch_sub(region.page_size, std::memory_order_relaxed);
-      }
-      Account(t, region.page_size, /*add=*/false);
+      DropFromBooks(region.pages[p], r->links[p], region.page_size, dev.resident_list,
+                    resident_bytes_, counters_);
     }
   }
   region.backend = nullptr;
@@ -411,15 +400,15 @@ Status UvmDevice::Promote(Region& region, uint32_t page) {
 
 Status UvmDevice::MakeRoomLocked(CUdevice device, uint64_t bytes, std::vector<Evicted>* evicted) {
   DeviceState& dev = devices_[device];
-  Link& list = dev.resident_list;
-  while (dev.resident + bytes > dev.capacity) {
-    if (list.next == &list) {
+  ResidentList<UvmRegion>& list = dev.resident_list;
+  while (list.bytes() + bytes > dev.capacity) {
+    if (list.empty()) {
       return Status::Errorf(
           "CUDA backend: a page of %llu bytes does not fit in GPU %d's budget of %llu bytes",
           static_cast<unsigned long long>(bytes), static_cast<int>(device),
           static_cast<unsigned long long>(dev.capacity));
     }
-    Link* victim = list.next;
+    Link* victim = list.Oldest();
     UvmRegion& vr = *victim->owner;
     const uint32_t vp = victim->page;
     if (Status s = MoveLocked(vr, vp, /*to_host=*/true); !s.ok()) return s;
@@ -452,36 +441,8 @@ Status UvmDevice::CheckFreeMemoryLocked(CUdevice device, uint64_t bytes) {
 }
 
 void UvmDevice::SetTierLocked(UvmRegion& r, uint32_t page, Tier to) {
-  PageRecord& rec = r.region->pages[page];
-  const Tier from = rec.tier.load(std::memory_order_relaxed);
-  if (from == to) return;
-  const uint64_t bytes = r.region->page_size;
-  Link& link = r.links[page];
-  DeviceState& dev = devices_[r.device];
-  if (from == Tier::kDevice) {
-    link.prev->next = link.next;
-    link.next->prev = link.prev;
-    link.prev = link.next = nullptr;
-    dev.resident -= bytes;
-    resident_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
-  }
-  if (to == Tier::kDevice) {  // newest at the tail
-    Link& list = dev.resident_list;
-    link.prev = list.prev;
-    link.next = &list;
-    list.prev->next = &link;
-    list.prev = &link;
-    dev.resident += bytes;
-    resident_bytes_.fetch_add(bytes, std::memory_order_relaxed);
-  }
-  Account(from, bytes, /*add=*/false);
-  Account(to, bytes, /*add=*/true);
-  rec.tier.store(to, std::memory_order_release);
-}
-
-void UvmDevice::Account(Tier tier, uint64_t bytes, bool add) {
-  // The store books disk bytes itself, as slots are written and freed.
-  if (tier != Tier::kDisk) AccountTierBytes(counters_, tier, bytes, add);
+  MoveTier(r.region->pages[page], r.links[page], r.region->page_size, to,
+           devices_[r.device].resident_list, resident_bytes_, counters_);
 }
 
 }  // namespace kvtier::cuda

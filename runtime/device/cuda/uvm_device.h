@@ -86,6 +86,7 @@
 #include "runtime/device/cuda/driver_api.h"
 #include "runtime/device/cuda/submit_watch.h"
 #include "runtime/device/device.h"
+#include "runtime/device/resident_list.h"
 #include "runtime/mutex.h"
 #include "runtime/options.h"  // DeviceSizes
 #include "runtime/storage/page_io.h"
@@ -184,14 +185,8 @@ class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
 
  private:
   friend struct UvmRegion;
-  // The resident list: pages on the device, least recently migrated first
-  // (what UVM evicts first; it cannot see accesses to resident pages).
-  struct Link {
-    Link* prev = nullptr;
-    Link* next = nullptr;
-    UvmRegion* owner = nullptr;
-    uint32_t page = 0;
-  };
+  // A page's place in its GPU's resident list (runtime/device/resident_list.h).
+  using Link = ResidentLink<UvmRegion>;
   struct Evicted {
     RegionPtr region;
     uint32_t page;
@@ -210,8 +205,9 @@ class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
     uint64_t free_checked_ns = 0;
     uint64_t free_bytes = 0;
     uint64_t capacity = 0;  // its budget, whole pages
-    uint64_t resident = 0;  // bytes of tiered pages on it
-    Link resident_list;     // sentinel: its pages, least recently migrated first
+    // Its pages, least recently migrated first (what UVM evicts first; it
+    // cannot see accesses to resident pages), and their bytes.
+    ResidentList<UvmRegion> resident_list;
   };
   static constexpr int kMaxDevices = 64;
 
@@ -230,7 +226,6 @@ class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
   Status SizeBudgetLocked(CUdevice device, DeviceState& state) REQUIRES(mu_);
   Status CheckFreeMemoryLocked(CUdevice device, uint64_t bytes) REQUIRES(mu_);
   void SetTierLocked(UvmRegion& r, uint32_t page, Tier to) REQUIRES(mu_);
-  void Account(Tier tier, uint64_t bytes, bool add);
   void Report(const std::vector<Evicted>& evicted, const std::vector<Faulted>& faulted);
 
   // Disk tier (uvm_disk_tier.cc). Every *Locked method requires mu_;

@@ -90,7 +90,7 @@ void UvmDevice::Maintain() {
   {
     MutexLock lock(&mu_);
     for (int d = 0; d < kMaxDevices; ++d) {
-      if (!devices_[d].ready || devices_[d].resident <= devices_[d].capacity) continue;
+      if (!devices_[d].ready || devices_[d].resident_list.bytes() <= devices_[d].capacity) continue;
       Status s = MakeRoomLocked(d, 0, &evicted);
       if (!s.ok()) Log(1, "%s", s.message().c_str());
     }

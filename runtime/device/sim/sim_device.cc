@@ -212,7 +212,7 @@ Result<RegionPtr> SimDevice::CreateRegion(RegionId id, size_t bytes, size_t page
   const uintptr_t base = reinterpret_cast<uintptr_t>(sim->views.engine);
   auto region = std::make_shared<Region>(id, base, bytes, page_size, std::move(tag));
   sim->region = region;
-  sim->links = std::make_unique<ResidentLink[]>(pages);
+  sim->links = std::make_unique<ResidentLink<SimRegion>[]>(pages);
   for (size_t i = 0; i < pages; ++i) {
     sim->links[i].owner = sim.get();
     sim->links[i].page = static_cast<uint32_t>(i);
@@ -444,7 +444,7 @@ Status SimDevice::MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted) 
   std::vector<PageOf> victims;
   uint64_t freed = 0;
   const uint64_t resident = resident_bytes_.load(std::memory_order_relaxed);
-  for (ResidentLink* l = resident_.Oldest(); resident - freed + bytes > capacity_;
+  for (ResidentLink<SimRegion>* l = resident_.Oldest(); resident - freed + bytes > capacity_;
        l = resident_.Newer(l)) {
     if (l == nullptr) {
       return Status::Errorf("a page of %lu bytes does not fit in the capacity of %lu bytes",
@@ -605,30 +605,14 @@ Status SimDevice::ZapLocked(SimRegion& r, uint32_t page) {
 
 void SimDevice::SetTierLocked(SimRegion& r, uint32_t page, Tier to) {
   PageRecord& rec = r.region->pages[page];
-  const Tier from = rec.tier.load(std::memory_order_relaxed);
-  if (from == to) return;
-  const uint64_t bytes = r.region->page_size;
-  ResidentLink* link = &r.links[page];
-  if (from == Tier::kDevice) {
-    resident_.Remove(link);
-    resident_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
-  }
-  if (to == Tier::kDevice) {
+  if (to == Tier::kDevice && rec.tier.load(std::memory_order_relaxed) != to) {
     // Mapped by an install that did not write-protect it (those that do set
     // the flag again after this).
     rec.flags.fetch_and(static_cast<uint8_t>(~kPageUnwritten), std::memory_order_relaxed);
-    resident_.PushNewest(link);
-    resident_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   }
-  Account(from, bytes, /*add=*/false);
-  Account(to, bytes, /*add=*/true);
-  rec.tier.store(to, std::memory_order_release);
-  if (from == Tier::kHost && host_limit_ != 0) staging_room_.SignalAll();
-}
-
-void SimDevice::Account(Tier tier, uint64_t bytes, bool add) {
-  // The store books disk bytes itself, as slots are written and freed.
-  if (tier != Tier::kDisk) AccountTierBytes(counters_, tier, bytes, add);
+  const Tier from =
+      MoveTier(rec, r.links[page], r.region->page_size, to, resident_, resident_bytes_, counters_);
+  if (from == Tier::kHost && to != from && host_limit_ != 0) staging_room_.SignalAll();
 }
 
 void SimDevice::DegradeLocked(SimRegion& r, const Status& why) {

@@ -80,7 +80,7 @@
 
 #include "runtime/counters.h"
 #include "runtime/device/device.h"
-#include "runtime/device/sim/resident_list.h"
+#include "runtime/device/resident_list.h"
 #include "runtime/device/sim/uffd.h"
 #include "runtime/mutex.h"
 #include "runtime/start_step.h"
@@ -139,9 +139,9 @@ struct SimRegion {
   // fault may need the page records, whoever else dropped the region.
   RegionPtr region;
   ShmViews views;
-  std::unique_ptr<ResidentLink[]> links;  // one per page
-  bool zeropage = true;                   // UFFDIO_ZEROPAGE works here (else COPY from zeros)
-  bool protectable = false;               // registered for WP faults (UFFDIO_WRITEPROTECT works)
+  std::unique_ptr<ResidentLink<SimRegion>[]> links;  // one per page
+  bool zeropage = true;      // UFFDIO_ZEROPAGE works here (else COPY from zeros)
+  bool protectable = false;  // registered for WP faults (UFFDIO_WRITEPROTECT works)
   // Guarded by the device's mutex:
   bool degraded = false;   // untiered after an error
   bool releasing = false;  // DestroyRegion waits for its disk I/O to end
@@ -255,7 +255,6 @@ class SimDevice final : public Device {
   void PunchLeftPages(const std::vector<PageOf>& pages) EXCLUDES(mu_);
   // The one place a page's tier changes: record, resident list and counters.
   void SetTierLocked(SimRegion& r, uint32_t page, Tier to) REQUIRES(mu_);
-  void Account(Tier tier, uint64_t bytes, bool add);
   // Stops tiering a region whose fault could not be resolved, so the engine
   // thread waiting on it runs on instead of hanging. Waits for the region's
   // disk I/O and reads its spilled pages back into the memfd first.
@@ -445,7 +444,7 @@ class SimDevice final : public Device {
   CondVar staging_room_;
   // Engine view base -> region. Heap-held so a forked child can leak it.
   std::unique_ptr<std::map<uintptr_t, SimRegion*>> by_base_ GUARDED_BY(mu_);
-  ResidentList resident_ GUARDED_BY(mu_);
+  ResidentList<SimRegion> resident_ GUARDED_BY(mu_);
   std::atomic<uint64_t> resident_bytes_{0};      // written under mu_, read by anyone
   uint8_t* zero_src_ GUARDED_BY(mu_) = nullptr;  // COPY source without ZEROPAGE
   size_t zero_src_bytes_ GUARDED_BY(mu_) = 0;

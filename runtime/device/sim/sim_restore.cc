@@ -491,7 +491,7 @@ std::vector<PageRef> SimDevice::PickCopiesLocked(size_t most) {
   const uint64_t resident = resident_bytes_.load(std::memory_order_relaxed);
   if (!copy_ahead_ || resident + reserve <= capacity_) return picked;
   uint64_t scanned = 0;
-  for (ResidentLink* l = resident_.Oldest();
+  for (ResidentLink<SimRegion>* l = resident_.Oldest();
        l != nullptr && picked.size() < most && scanned < reserve; l = resident_.Newer(l)) {
     SimRegion& r = *l->owner;
     scanned += r.region->page_size;
