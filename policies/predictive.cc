@@ -236,9 +236,8 @@ uint64_t PredictivePolicy::GroupBytes(GroupId g) const {
 }
 
 void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
-  const uint32_t now = view.now;
   index_.Build(*view.regions);
-  Plan plan{view, out, now};
+  Plan plan{view, out, view.now};
   plan.up_left = view.budget.up;
   plan.down_left = view.budget.down;
   plan.spill_left = view.budget.spill;
@@ -248,13 +247,33 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
   device_budget_ = view.device().budget ? view.device().budget : UINT64_MAX / 4;
   plan.host_used = view.host().used;
 
+  std::vector<uint64_t> evicted;  // slots of pages the device evicted itself
+  ReadSignals(view, &evicted);
+  PlaceGroups(view.now, evicted);
+  ExpireIdle(view.now);
+
+  Demand(plan);  // step 1
+  Probe(plan);   // step 3
+  if (options_.predict && hinted_.empty() && demand_slots_.empty() && demand_.empty()) {
+    Prefetch(plan);  // step 2
+  }
+  KeepWatermarks(plan);  // step 4
+  Spill(plan);           // step 5
+
+  if (groups_.episode_open()) {
+    out->wake_tick = view.now + options_.groups.episode_gap_ticks + 1;
+  } else if (options_.predict && !(away_trusted_.empty() && dev_trusted_.empty())) {
+    out->wake_tick = view.now + kWakeTicks;
+  }
+}
+
+void PredictivePolicy::ReadSignals(const PolicyView& view, std::vector<uint64_t>* evicted) {
   // The tick's evidence, as slots (one block in every layer). A first touch
   // in one layer means the others' pages of the block come next: populating
   // them on the device ahead saves their population faults.
   SlotBatch faulted, written, ahead;
   written.populate = ahead.populate = true;
   const bool below_low = view.device().budget == 0 || view.device().used < view.device().low;
-  std::vector<uint64_t> evicted;
   for (const Signal1& s : signals_) {
     Region* r = index_.Find(s.region);
     if (!r) continue;
@@ -267,34 +286,7 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
         if (s.from == Tier::kHost || s.from == Tier::kDisk) faulted.slots.push_back(slot);
         if (s.from == Tier::kUntouched) {
           written.slots.push_back(slot);
-          // And the blocks of the next populate_ahead_bytes: an allocator
-          // hands out a fresh pool in order, so they are the ones written
-          // next, by this request or the next (a few pages of room, against
-          // a population fault in every layer of every request). The engine
-          // writes a populated block without a fault, so no group may ever
-          // claim it: unclaimed_ keeps them for reclaim (DemoteUnclaimed).
-          Fronts& fronts = fronts_[first.id];
-          fronts.written = std::max(fronts.written, s.page + 1);
-          // Under pressure, at most 1/kAheadShare of the device each time.
-          uint64_t ahead_bytes = options_.populate_ahead_bytes;
-          if (!below_low) {
-            const uint64_t layer_count = std::max<size_t>(1, layers.size());
-            ahead_bytes = std::min(ahead_bytes, device_budget_ / kAheadShare / layer_count);
-          }
-          const uint32_t ahead_blocks = static_cast<uint32_t>(ahead_bytes / first.page_size);
-          // Each block is queued for reclaim once (a prefill's first touches
-          // overlap in what they populate ahead).
-          for (uint32_t d = 1; d <= ahead_blocks && s.page + d < r->pages.size(); ++d) {
-            const uint32_t page = s.page + d;
-            const uint64_t next = PageKey(first.id, page);
-            ahead.slots.push_back(next);
-            if (page >= fronts.queued && groups_.GroupOf(next) == kNoGroup &&
-                TierOf(first, page) == Tier::kUntouched) {
-              unclaimed_.push_back(next);
-              fronts.queued = page + 1;
-            }
-          }
-          if (unclaimed_.size() > kMaxUnclaimed) unclaimed_.pop_front();
+          PopulateAhead(first, *r, layers.size(), s.page, below_low, &ahead);
         }
         break;
       case SignalKind::kWillNeed:
@@ -308,7 +300,7 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
         cold_.push_back(PageKey(s.region, s.page));
         break;
       case SignalKind::kEvicted:
-        evicted.push_back(slot);
+        evicted->push_back(slot);
         evicted_pages_.push_back(PageKey(s.region, s.page));
         if (evicted_pages_.size() > (1u << 16)) evicted_pages_.pop_front();
         break;
@@ -324,6 +316,41 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
     b->slots.erase(std::unique(b->slots.begin(), b->slots.end()), b->slots.end());
     demand_slots_.push_back(std::move(*b));
   }
+}
+
+void PredictivePolicy::PopulateAhead(const Region& first, const Region& r, size_t layer_count,
+                                     uint32_t page, bool below_low, SlotBatch* ahead) {
+  // And the blocks of the next populate_ahead_bytes: an allocator hands out
+  // a fresh pool in order, so they are the ones written next, by this
+  // request or the next (a few pages of room, against a population fault
+  // in every layer of every request). The engine writes a populated block
+  // without a fault, so no group may ever claim it: unclaimed_ keeps them
+  // for reclaim (DemoteUnclaimed).
+  Fronts& fronts = fronts_[first.id];
+  fronts.written = std::max(fronts.written, page + 1);
+  // Under pressure, at most 1/kAheadShare of the device each time.
+  uint64_t ahead_bytes = options_.populate_ahead_bytes;
+  if (!below_low) {
+    ahead_bytes = std::min<uint64_t>(
+        ahead_bytes, device_budget_ / kAheadShare / std::max<size_t>(1, layer_count));
+  }
+  const uint32_t ahead_blocks = static_cast<uint32_t>(ahead_bytes / first.page_size);
+  // Each block is queued for reclaim once (a prefill's first touches
+  // overlap in what they populate ahead).
+  for (uint32_t d = 1; d <= ahead_blocks && page + d < r.pages.size(); ++d) {
+    const uint32_t next_page = page + d;
+    const uint64_t next = PageKey(first.id, next_page);
+    ahead->slots.push_back(next);
+    if (next_page >= fronts.queued && groups_.GroupOf(next) == kNoGroup &&
+        TierOf(first, next_page) == Tier::kUntouched) {
+      unclaimed_.push_back(next);
+      fronts.queued = next_page + 1;
+    }
+  }
+  if (unclaimed_.size() > kMaxUnclaimed) unclaimed_.pop_front();
+}
+
+void PredictivePolicy::PlaceGroups(uint32_t now, const std::vector<uint64_t>& evicted) {
   groups_.EndTick(now, &visits_);
   if (place_.size() < groups_.capacity()) place_.resize(groups_.capacity());
   for (GroupId g : groups_.touched()) {
@@ -378,6 +405,9 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
     OnVisit(v, now);
     if (groups_.Alive(v.group)) recent_.emplace_back(groups_.group(v.group).last_active, v.group);
   }
+}
+
+void PredictivePolicy::ExpireIdle(uint32_t now) {
   // Probes whose window passed without a fault: those groups are idle.
   while (!probes_.empty() && probes_.front().first <= now) {
     const GroupId g = probes_.front().second;
@@ -410,15 +440,12 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
       }
     }
   }
+}
 
-  Demand(plan);
-  Probe(plan);
-  if (options_.predict && hinted_.empty() && demand_slots_.empty() && demand_.empty()) {
-    Prefetch(plan);
-  }
-
+void PredictivePolicy::KeepWatermarks(Plan& plan) {
+  const uint32_t now = plan.now;
   // The watermarks, and what the engine said it will not need.
-  const TierUsage& dev = view.device();
+  const TierUsage& dev = plan.view.device();
   // Over the high watermark the device is about to fill and the driver to
   // evict blindly: those demotions are as urgent as demand and may borrow.
   plan.demand = true;
@@ -451,13 +478,6 @@ void PredictivePolicy::Decide(const PolicyView& view, Decisions* out) {
       }
     }
     cold_.pop_front();
-  }
-  Spill(plan);
-
-  if (groups_.episode_open()) {
-    out->wake_tick = now + options_.groups.episode_gap_ticks + 1;
-  } else if (options_.predict && !(away_trusted_.empty() && dev_trusted_.empty())) {
-    out->wake_tick = now + kWakeTicks;
   }
 }
 

@@ -243,8 +243,23 @@ class PredictivePolicy : public Policy {
   void PlanDemotion(Plan& plan, const Region& r, uint32_t page, MoveClass why);
   Step PromoteGroup(Plan& plan, GroupId g, MoveClass why, bool leave_marker);
   bool CanDemote(const Plan& plan, uint64_t bytes) const;
+  // Decide's phases, in its order: the tick's signals become evidence,
+  // demand slots and queues (ReadSignals, with PopulateAhead for a first
+  // touch); the groups the evidence touched, freed or evicted are placed
+  // again (PlaceGroups); probes and evidence that aged mark groups idle
+  // (ExpireIdle); then the numbered steps above: Demand, Probe, Prefetch,
+  // KeepWatermarks, Spill.
+  struct SlotBatch;
+  void ReadSignals(const PolicyView& view, std::vector<uint64_t>* evicted);
+  void PopulateAhead(const Region& first, const Region& r, size_t layer_count, uint32_t page,
+                     bool below_low, SlotBatch* ahead);
+  void PlaceGroups(uint32_t now, const std::vector<uint64_t>& evicted);
+  void ExpireIdle(uint32_t now);
   void Demand(Plan& plan);
   void Prefetch(Plan& plan);
+  // Over the high watermark, down to the low one; then what the engine said
+  // it will not need (COLD hints).
+  void KeepWatermarks(Plan& plan);
   void Spill(Plan& plan);
 
   const PredictiveOptions options_;
