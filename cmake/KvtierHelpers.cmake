@@ -65,6 +65,14 @@ function(kvtier_test name)
   cmake_parse_arguments(T "" "" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${T_SOURCES} ${T_UNPARSED_ARGUMENTS})
   kvtier_target_defaults(${name})
+  # Line tables only (-g1): a failure's backtrace and a sanitizer report
+  # still name file and line, and a test file compiles about a third faster
+  # than with full debug info (gtest's expansions are most of it). The last
+  # -g on the command line wins, and target options come after the build
+  # type's flags.
+  if(CMAKE_BUILD_TYPE MATCHES "^(Debug|RelWithDebInfo)$")
+    target_compile_options(${name} PRIVATE -g1)
+  endif()
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
   set(props "")
   if(T_LABELS)
