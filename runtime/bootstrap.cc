@@ -1,6 +1,8 @@
 // The process's runtime: its options, the backend choice, the one instance
 // and what fork and exit do to it (Runtime::Get and Runtime::ProcessOptions,
 // see runtime.h). Everything else about a runtime is in runtime.cc.
+#include "runtime/bootstrap.h"
+
 #include <pthread.h>
 #include <unistd.h>
 
@@ -11,6 +13,7 @@
 
 #include "policies/registry.h"
 #include "runtime/allocation_matcher.h"
+#include "runtime/device/sim/sim_device.h"
 #include "runtime/log.h"
 #include "runtime/mutex.h"
 #include "runtime/options.h"
@@ -75,8 +78,7 @@ Runtime* StartSim(const Options& options) {
   if (effective.device_budget.For(0) == 0) {
     effective.device_budget = DeviceSizes{effective.sim_device_memory / 10 * 9, {}};
   }
-  Runtime::Parts parts = ProcessParts();
-  auto created = Runtime::Create(effective, parts);
+  auto created = Runtime::Create(effective, SimParts());
   if (created.ok()) return created.value().release();
   Log(0, "cannot start the simulated GPU: %s; running without kvtier",
       created.status().message().c_str());
@@ -88,7 +90,7 @@ Runtime* StartSim(const Options& options) {
 Runtime* StartHost(const Options& options) {
   Options effective;
   Runtime::Parts parts = ProcessParts();
-  if (Status s = HostBackendParts(options, &effective, &parts); !s.ok()) {
+  if (Status s = HostBackendParts(options, &VaRange::Process(), &effective, &parts); !s.ok()) {
     Log(0, "KVTIER_BACKEND=host: %s; running without kvtier", s.message().c_str());
     return nullptr;
   }
@@ -104,7 +106,6 @@ Runtime* StartHost(const Options& options) {
     Log(0, "cannot start the host backend: %s; running without kvtier", s.message().c_str());
     return nullptr;
   }
-  parts.data_range = &VaRange::Process();
   auto created = Runtime::Create(effective, parts);
   if (created.ok()) return created.value().release();
   Log(0, "cannot start the host backend: %s; running without kvtier",
@@ -117,9 +118,8 @@ Runtime* StartHost(const Options& options) {
 Runtime* StartCuda(const Options& options) {
 #ifdef KVTIER_HAVE_CUDA
   Runtime::Parts parts = ProcessParts();
-  parts.device = [&options](DeviceEvents* events, Counters* counters,
-                            const Runtime::StoreOpener& open_store) {
-    return MakeCudaDevice(options, events, counters, open_store);
+  parts.device = [](const Runtime::DeviceContext& ctx) {
+    return MakeCudaDevice(ctx.options, ctx.events, ctx.counters, ctx.open_store);
   };
   auto created = Runtime::Create(options, parts);
   if (!created.ok()) {
@@ -139,7 +139,34 @@ Runtime* StartCuda(const Options& options) {
 
 }  // namespace
 
-Status HostBackendParts(const Options& options, Options* effective, Runtime::Parts* parts) {
+Runtime::DeviceFactory DataDeviceFactory(DataDeviceShape shape) {
+  return [shape](const Runtime::DeviceContext& ctx) -> Result<std::unique_ptr<Device>> {
+    SimDeviceConfig config;
+    config.store = ctx.open_store();
+    config.capacity_bytes = ctx.options.device_budget.For(0);
+    config.fault_threads = static_cast<int>(ctx.options.sim_fault_threads);
+    config.events = ctx.events;
+    config.counters = ctx.counters;
+    config.check_step = ctx.check_step;
+    config.kind = shape.kind;
+    config.range = shape.range;
+    config.host_limit_bytes = shape.host_limit;
+    config.fill_ahead_pages = shape.fill_ahead;
+    config.copy_ahead = true;
+    Result<std::unique_ptr<SimDevice>> made = SimDevice::Create(config);
+    if (!made.ok()) return made.status();
+    return std::unique_ptr<Device>(std::move(made).value());
+  };
+}
+
+Runtime::Parts SimParts() {
+  Runtime::Parts parts = ProcessParts();
+  parts.device = DataDeviceFactory({});
+  return parts;
+}
+
+Status HostBackendParts(const Options& options, VaRange* range, Options* effective,
+                        Runtime::Parts* parts) {
   // The data-backed device tiers heap blocks of a CPU engine. Its "device"
   // is the blocks' resident memory and its "host" tier the pages unmapped on
   // their way to SSD, so together they stay within KVTIER_HOST_BUDGET.
@@ -155,17 +182,20 @@ Status HostBackendParts(const Options& options, Options* effective, Runtime::Par
   *effective = options;
   effective->device_budget = DeviceSizes{budget - staging, {}};
   effective->host_budget = staging;
-  parts->data_kind = "host";
+  DataDeviceShape shape;
+  shape.kind = "host";
+  shape.range = range;
   // predictive's groups are slots across per-layer tensors; llama.cpp keeps
   // every layer in one block, where they come out as scattered fragments
   // that churn (measured: docs/bench-engine.md). lru goes by the access
   // evidence the device reports, faults and pages that arrive ahead.
   parts->auto_policy = "lru";
-  if (options.disk_budget > 0) parts->data_host_limit = staging;
+  if (options.disk_budget > 0) shape.host_limit = staging;
   // A CPU engine clears its KV buffer and writes new KV in order: a first
   // touch populates the rest of 1 MiB with it, so the next ones spare a
   // fault each.
-  parts->data_fill_ahead = static_cast<uint32_t>(std::max<uint64_t>((1u << 20) / page, 1) - 1);
+  shape.fill_ahead = static_cast<uint32_t>(std::max<uint64_t>((1u << 20) / page, 1) - 1);
+  parts->device = DataDeviceFactory(shape);
   return Status::Ok();
 }
 

@@ -12,7 +12,6 @@
 #include <system_error>
 
 #include "runtime/clock.h"
-#include "runtime/device/sim/sim_device.h"
 #include "runtime/internal_thread.h"
 #include "runtime/log.h"
 #include "runtime/mover.h"
@@ -55,6 +54,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, const P
   }
   const std::string policy_name = options.policy == "auto" ? parts.auto_policy : options.policy;
   if (!parts.policy) return Status::Error("kvtier: no policy factory (Runtime::Parts::policy)");
+  if (!parts.device) return Status::Error("kvtier: no device factory (Runtime::Parts::device)");
   std::unique_ptr<Policy> policy = parts.policy(policy_name, settings);
   if (!policy) return Status::Errorf("KVTIER_POLICY=%s: unknown policy", policy_name.c_str());
   Result<AllocationMatcher> match = AllocationMatcher::Parse(options.match);
@@ -108,34 +108,15 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, const P
   // the CUDA backend moves it to its GPU's once one answers.
   const Result<NumaRequest> numa = ParseNumaRequest(options.numa_node);  // checked when parsed
   SetMemoryNode(numa.ok() ? ResolveNumaNode(numa.value(), NodeOfThisThread()) : -1);
-  std::unique_ptr<Device> device;
   if (Status s = CheckStartStep(check, "device"); !s.ok()) return s;
-  if (parts.device) {
-    auto made = parts.device(rt.get(), &rt->counters_, open_store);
-    if (!made.ok()) return made.status();
-    device = std::move(made).value();
-  } else {
-    SimDeviceConfig config;
-    config.store = open_store();
-    config.capacity_bytes = options.device_budget.For(0);
-    config.fault_threads = static_cast<int>(options.sim_fault_threads);
-    config.events = rt.get();
-    config.counters = &rt->counters_;
-    config.check_step = check;
-    config.kind = parts.data_kind;
-    config.range = parts.data_range;
-    config.host_limit_bytes = parts.data_host_limit;
-    config.fill_ahead_pages = parts.data_fill_ahead;
-    config.copy_ahead = true;
-    auto sim = SimDevice::Create(config);
-    if (!sim.ok()) return sim.status();
-    device = std::move(sim).value();
-  }
-  if (rt->store_ && !device->has_disk_tier()) {
+  Result<std::unique_ptr<Device>> device =
+      parts.device({rt->options_, rt.get(), &rt->counters_, open_store, check});
+  if (!device.ok()) return device.status();
+  if (rt->store_ && !device.value()->has_disk_tier()) {
     // The backend said why, once; the policy must not plan spills.
     Counters::Set(rt->counters_.disk_budget_bytes, 0);
   }
-  rt->device_ = std::move(device);
+  rt->device_ = std::move(device).value();
 
   TickEngineConfig tick;
   tick.tick_ns = static_cast<uint64_t>(options.tick_ms) * 1'000'000;
@@ -422,33 +403,43 @@ void Runtime::Tick() {
   }
 }
 
+uint64_t Runtime::PolicyStep(uint64_t now_ns) {
+  {
+    MutexLock lock(&stop_mu_);
+    if (!schedule_) schedule_.emplace(static_cast<uint64_t>(options_.tick_ms) * 1'000'000, now_ns);
+    if (tick_early_) {
+      schedule_->AskEarly();  // kept there until a tick starts
+      tick_early_ = false;
+    }
+    if (now_ns < schedule_->DueAt()) return schedule_->DueAt();
+    early_asked_.store(false, std::memory_order_release);  // a fault from now on asks again
+    schedule_->Start(now_ns);
+  }
+  Tick();
+  MutexLock lock(&stop_mu_);
+  return schedule_->DueAt();
+}
+
 void Runtime::PolicyLoop() {
   MarkKvtierThread();
   pthread_setname_np(pthread_self(), "kvtier-policy");
-  // When to tick: TickSchedule (periodic, and early on TickSoon), on the
-  // steady clock the condition variable waits on.
+  // PolicyStep on the steady clock, the one the condition variable waits on.
   const auto steady_ns = [] {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                      std::chrono::steady_clock::now().time_since_epoch())
                                      .count());
   };
-  TickSchedule schedule(static_cast<uint64_t>(options_.tick_ms) * 1'000'000, steady_ns());
   MutexLock lock(&stop_mu_);
   while (!stopping_) {
-    if (tick_early_) schedule.AskEarly();
-    const uint64_t due = schedule.DueAt();
-    if (steady_ns() < due) {
-      // Woken by TickSoon or Shutdown, or at `due` (or spuriously): look again.
+    lock.Unlock();
+    const uint64_t due = PolicyStep(steady_ns());
+    lock.Lock();
+    // Woken by TickSoon or Shutdown, or at `due` (or spuriously): look
+    // again. An early tick asked for since the look is looked at now.
+    if (!stopping_ && !tick_early_ && steady_ns() < due) {
       stop_cv_.WaitUntil(stop_mu_, std::chrono::steady_clock::time_point(
                                        std::chrono::nanoseconds(static_cast<int64_t>(due))));
-      continue;
     }
-    tick_early_ = false;
-    early_asked_.store(false, std::memory_order_release);  // a fault from now on asks again
-    lock.Unlock();
-    schedule.Start(steady_ns());
-    Tick();
-    lock.Lock();
   }
 }
 

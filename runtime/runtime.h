@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -31,13 +32,13 @@
 #include "runtime/signal_ring.h"
 #include "runtime/start_step.h"
 #include "runtime/tick_engine.h"
+#include "runtime/tick_schedule.h"
 
 namespace kvtier {
 
 class StatsSegment;
 class FaultEnv;
 class SpillStore;
-class VaRange;
 
 // Bytes of physical memory (0 if unknown): what automatic host budgets halve.
 uint64_t PhysicalMemory();
@@ -57,30 +58,26 @@ class Runtime : public DeviceEvents {
   // null when KVTIER_DISK_BUDGET=0 or the store could not open (one
   // warning). A device that has found its GPU calls it.
   using StoreOpener = std::function<SpillStore*()>;
-  // Makes the device backend; gets the runtime's event sink, counters and
-  // disk tier opener.
-  using DeviceFactory = std::function<Result<std::unique_ptr<Device>>(
-      DeviceEvents* events, Counters* counters, const StoreOpener& open_store)>;
+  // What a device is made with: the runtime's options, event sink and
+  // counters, the disk tier's opener, and the start-up test seam.
+  struct DeviceContext {
+    const Options& options;
+    DeviceEvents* events;
+    Counters* counters;
+    StoreOpener open_store;
+    StartStepCheck check_step;
+  };
+  // Makes the device backend.
+  using DeviceFactory = std::function<Result<std::unique_ptr<Device>>(const DeviceContext& ctx)>;
   // Makes the policy KVTIER_POLICY names; nullptr for a name it does not know.
   using PolicyFactory =
       std::function<std::unique_ptr<Policy>(std::string_view name, const PolicySettings& settings)>;
-  // What a runtime is built from. Every part but the policy factory has a
-  // production default.
+  // What a runtime is built from. The factories are required: the runtime
+  // knows devices and policies only through them. The process's start-up
+  // (bootstrap.h) makes them for the backend KVTIER_BACKEND names; tests
+  // make the same (SimParts) or their own.
   struct Parts {
-    // Null: the data-backed simulated GPU with options.device_budget as its
-    // capacity, and the disk tier when options.disk_budget > 0.
     DeviceFactory device;
-    // The data-backed device's kind and where it places engine views:
-    // KVTIER_BACKEND=host makes it "host", in the process's VaRange.
-    const char* data_kind = "sim";
-    VaRange* data_range = nullptr;
-    // The most bytes its host tier holds before a fault waits for spills (0:
-    // no limit; the host backend's staging).
-    uint64_t data_host_limit = 0;
-    // Never-touched pages its first touch populates after its own (0: none).
-    uint32_t data_fill_ahead = 0;
-    // Required: the runtime knows policies only through it (the process's
-    // start-up passes policies/registry.h's MakePolicy; so do the tests).
     PolicyFactory policy;
     // The policy KVTIER_POLICY=auto (the default) stands for.
     std::string auto_policy = "predictive";
@@ -88,7 +85,8 @@ class Runtime : public DeviceEvents {
     // clock. Must outlive the runtime. The policy thread's period is wall
     // time whatever the clock.
     const Clock* clock = nullptr;
-    // False leaves the policy thread out, for tests that drive Tick() by hand.
+    // False leaves the policy thread out, for tests that drive Tick() or
+    // PolicyStep() by hand.
     bool start_threads = true;
     // A test seam: asked before each fallible step of start-up (start_step.h).
     StartStepCheck check_step;
@@ -130,6 +128,13 @@ class Runtime : public DeviceEvents {
 
   // One policy tick: drain signals, decide, move, publish stats.
   void Tick();
+  // One look of the policy thread at `now_ns`: ticks when one is due
+  // (TickSchedule: a period after the last periodic one, or early once an
+  // event asked for it) and returns when the next one is due. The first
+  // look starts the schedule. The policy thread looks on the steady clock;
+  // a test that starts no threads (Parts::start_threads) looks at times of
+  // its own. One caller at a time.
+  uint64_t PolicyStep(uint64_t now_ns);
   // Stops the policy thread, publishes the final stats, prints them when
   // KVTIER_SHOW_STATS=1, removes the stats segment. Idempotent.
   void Shutdown();
@@ -185,16 +190,11 @@ class Runtime : public DeviceEvents {
   // at its next period. early_asked_ lets a burst of faults take stop_mu_
   // once per tick.
   bool tick_early_ GUARDED_BY(stop_mu_) = false;
+  std::optional<TickSchedule> schedule_ GUARDED_BY(stop_mu_);  // from the first PolicyStep
   std::atomic<bool> early_asked_{false};
   std::atomic<bool> shut_down_{false};
   bool started_ = false;  // set as Create's last step: every part exists
   std::thread policy_thread_;
 };
-
-// The options and parts of KVTIER_BACKEND=host's runtime (bootstrap.cc):
-// the budget split into resident memory and one eighth of staging, lru by
-// default, fill-ahead. Fails when the budget is too small for the page size.
-// The caller places the views (Parts::data_range).
-Status HostBackendParts(const Options& options, Options* effective, Runtime::Parts* parts);
 
 }  // namespace kvtier

@@ -20,12 +20,12 @@
 #include <vector>
 
 #include "fake_uvm_driver.h"
+#include "runtime/bootstrap.h"
 #include "runtime/device/cuda/uvm_device.h"
 #include "runtime/runtime.h"
 #include "runtime/storage/fault_env.h"
 #include "runtime/storage/spill_store.h"
 #include "storage_test_util.h"
-#include "tests/testing/runtime_parts.h"
 
 namespace kvtier::cuda {
 namespace {
@@ -427,19 +427,18 @@ TEST_F(UvmDiskTierTest, ThroughTheRuntimeADormantRangeGoesToDiskAndWaitBringsItB
   });
   ASSERT_TRUE(options.ok()) << options.status().message();
   UvmDevice* cuda = nullptr;
-  Runtime::Parts parts = kvtier::testing::PolicyParts();
+  Runtime::Parts parts = SimParts();
   parts.start_threads = false;
-  parts.device = [&](DeviceEvents* events, Counters* counters,
-                     const Runtime::StoreOpener& open_store) -> Result<std::unique_ptr<Device>> {
-    SpillStore* store = open_store();
+  parts.device = [&](const Runtime::DeviceContext& ctx) -> Result<std::unique_ptr<Device>> {
+    SpillStore* store = ctx.open_store();
     EXPECT_NE(store, nullptr) << "KVTIER_DISK_BUDGET gives the backend a store";
     UvmDeviceConfig config;
     config.api = fake::Api();
     config.context = fake::ContextOf(0);
     config.budget = options.value().device_budget;
     config.page_size = options.value().page_size;
-    config.events = events;
-    config.counters = counters;
+    config.events = ctx.events;
+    config.counters = ctx.counters;
     config.use_cupti = false;
     config.maintenance_ms = 100000;
     config.store = store;

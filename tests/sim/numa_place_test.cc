@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "runtime/bootstrap.h"
 #include "runtime/device/sim/uffd.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"
 #include "runtime/storage/env.h"
 #include "tests/sim/sim_test_util.h"
-#include "tests/testing/runtime_parts.h"
 
 namespace kvtier::testing {
 namespace {
@@ -153,7 +153,7 @@ TEST_F(NumaRuntimeTest, TheRuntimeSetsTheNodeBeforeItsDeviceMakesRegions) {
       return it == env.end() ? nullptr : it->second.c_str();
     });
     ASSERT_TRUE(o.ok()) << o.status().message();
-    Result<std::unique_ptr<Runtime>> rt = Runtime::Create(o.value(), PolicyParts());
+    Result<std::unique_ptr<Runtime>> rt = Runtime::Create(o.value(), SimParts());
     ASSERT_TRUE(rt.ok()) << rt.status().message();
     const bool placed = std::string(value) == "0";
     EXPECT_EQ(MemoryNode(), placed ? 0 : -1);

@@ -14,12 +14,12 @@
 #include <map>
 #include <string>
 
+#include "runtime/bootstrap.h"
 #include "runtime/log.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"
 #include "runtime/storage/spill_store.h"
 #include "tests/sim/sim_disk_test_util.h"
-#include "tests/testing/runtime_parts.h"
 
 namespace kvtier::testing {
 namespace {
@@ -63,8 +63,8 @@ TEST_F(SimDiskTest, TheKeyIsInNoLogStatsSegmentOrSummary) {
   });
   ASSERT_TRUE(options.ok()) << options.status().message();
   Options effective = options.value();
-  Runtime::Parts parts = PolicyParts();
-  ASSERT_TRUE(HostBackendParts(options.value(), &effective, &parts).ok());
+  Runtime::Parts parts = SimParts();
+  ASSERT_TRUE(HostBackendParts(options.value(), nullptr, &effective, &parts).ok());
 
   // Everything kvtier logs from here on goes to a file.
   const std::string log_path = dir_.path() + "/log";

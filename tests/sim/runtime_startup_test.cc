@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "runtime/bootstrap.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"
 #include "tests/sim/sim_test_util.h"
 #include "tests/storage/storage_test_util.h"
-#include "tests/testing/runtime_parts.h"
 
 namespace kvtier::testing {
 namespace {
@@ -36,11 +36,11 @@ TEST_F(RuntimeStartupTest, ADeviceThatCannotBeMadeFailsCreateAndPrintsNoSummary)
   Result<Options> options = MakeOptions({{"KVTIER_SHOW_STATS", "1"}});
   ASSERT_TRUE(options.ok()) << options.status().message();
   Runtime::DeviceFactory factory =
-      [](DeviceEvents*, Counters*, const Runtime::StoreOpener&) -> Result<std::unique_ptr<Device>> {
+      [](const Runtime::DeviceContext&) -> Result<std::unique_ptr<Device>> {
     return Status::Errorf("injected: no device");
   };
   ::testing::internal::CaptureStderr();
-  Runtime::Parts parts = PolicyParts();
+  Runtime::Parts parts = SimParts();
   parts.device = factory;
   Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), std::move(parts));
   const std::string err = ::testing::internal::GetCapturedStderr();
@@ -55,7 +55,7 @@ TEST_F(RuntimeStartupTest, AnUnknownPolicyFailsCreateNamingIt) {
   ASSERT_TRUE(options.ok()) << options.status().message();
   Options o = options.value();
   o.policy = "no-such-policy";
-  Result<std::unique_ptr<Runtime>> made = Runtime::Create(o, PolicyParts());
+  Result<std::unique_ptr<Runtime>> made = Runtime::Create(o, SimParts());
   ASSERT_FALSE(made.ok());
   EXPECT_NE(made.status().message().find("no-such-policy"), std::string::npos);
 }
@@ -70,13 +70,25 @@ TEST_F(RuntimeStartupTest, WithoutAPolicyFactoryCreateFailsSayingSo) {
       << made.status().message();
 }
 
+TEST_F(RuntimeStartupTest, WithoutADeviceFactoryCreateFailsSayingSo) {
+  // Nor is there a default device: start-up (bootstrap.h) makes it.
+  Result<Options> options = MakeOptions({});
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  Runtime::Parts parts = SimParts();
+  parts.device = nullptr;
+  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), std::move(parts));
+  ASSERT_FALSE(made.ok());
+  EXPECT_NE(made.status().message().find("no device factory"), std::string::npos)
+      << made.status().message();
+}
+
 TEST_F(RuntimeStartupTest, AnUnusableDiskDirectoryLeavesTheRuntimeWithoutADiskTier) {
   Result<Options> options = MakeOptions({{"KVTIER_DISK_BUDGET", "16M"},
                                          {"KVTIER_DISK_DIR", "/proc/kvtier-no-such-dir"},
                                          {"KVTIER_SHOW_STATS", "1"}});
   ASSERT_TRUE(options.ok()) << options.status().message();
   ::testing::internal::CaptureStderr();
-  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), PolicyParts());
+  Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), SimParts());
   std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(made.ok()) << made.status().message();
   EXPECT_NE(err.find("no disk tier: KVTIER_DISK_DIR=/proc/kvtier-no-such-dir"), std::string::npos)
@@ -138,7 +150,7 @@ TEST_F(RuntimeStartupTest, EveryStartStepFailsInTurnWithOneMessageAndNoHalfBuilt
   // is failed below without a change here.
   std::vector<std::string> steps;
   {
-    Runtime::Parts parts = PolicyParts();
+    Runtime::Parts parts = SimParts();
     parts.check_step = [&](const char* step) {
       steps.emplace_back(step);
       return Status::Ok();
@@ -161,7 +173,7 @@ TEST_F(RuntimeStartupTest, EveryStartStepFailsInTurnWithOneMessageAndNoHalfBuilt
   for (const std::string& failing : steps) {
     SCOPED_TRACE("failing step: " + failing);
     const std::string why = "injected failure of " + failing;
-    Runtime::Parts parts = PolicyParts();
+    Runtime::Parts parts = SimParts();
     parts.check_step = [&](const char* step) {
       return failing == step ? Status::Error(why) : Status::Ok();
     };

@@ -25,12 +25,12 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/bootstrap.h"
 #include "runtime/device/sim/sim_device.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"
 #include "runtime/units.h"
 #include "tests/sim/sim_disk_test_util.h"
-#include "tests/testing/runtime_parts.h"
 
 namespace kvtier::testing {
 namespace {
@@ -188,9 +188,9 @@ void StressThroughTheRuntime(const char* name, std::map<std::string, std::string
   });
   ASSERT_TRUE(options.ok()) << options.status().message();
   Options effective = options.value();
-  Runtime::Parts parts = PolicyParts();
+  Runtime::Parts parts = SimParts();
   if (host_backend) {
-    Status s = HostBackendParts(options.value(), &effective, &parts);
+    Status s = HostBackendParts(options.value(), nullptr, &effective, &parts);
     ASSERT_TRUE(s.ok()) << s.message();
   }
   Result<std::unique_ptr<Runtime>> made = Runtime::Create(effective, std::move(parts));

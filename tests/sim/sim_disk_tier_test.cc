@@ -14,11 +14,11 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/bootstrap.h"
 #include "runtime/device/sim/sim_device.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"
 #include "tests/sim/sim_disk_test_util.h"
-#include "tests/testing/runtime_parts.h"
 
 namespace kvtier::testing {
 namespace {
@@ -345,23 +345,22 @@ TEST_F(SimDiskTest, APolicyTickSpillsItsPagesAsOneGroup) {
   // The runtime's device, over a store on env_ that counts into the
   // runtime's counters (the disk budget it checks allocations against).
   SpillStore* store = nullptr;
-  auto factory = [&](DeviceEvents* events, Counters* counters,
-                     const Runtime::StoreOpener&) -> Result<std::unique_ptr<Device>> {
+  auto factory = [&](const Runtime::DeviceContext& ctx) -> Result<std::unique_ptr<Device>> {
     Result<std::unique_ptr<SpillStore>> made_store =
-        SpillStore::Create(storage_test::SmallConfig(dir_.path(), 64, kPage), &env_, counters);
+        SpillStore::Create(storage_test::SmallConfig(dir_.path(), 64, kPage), &env_, ctx.counters);
     if (!made_store.ok()) return made_store.status();
     store_ = std::move(made_store).value();
     store = store_.get();
     SimDeviceConfig config;
-    config.capacity_bytes = options.value().device_budget.For(0);
-    config.events = events;
-    config.counters = counters;
+    config.capacity_bytes = ctx.options.device_budget.For(0);
+    config.events = ctx.events;
+    config.counters = ctx.counters;
     config.store = store;
     Result<std::unique_ptr<SimDevice>> dev = SimDevice::Create(config);
     if (!dev.ok()) return dev.status();
     return std::unique_ptr<Device>(std::move(dev).value());
   };
-  Runtime::Parts parts = PolicyParts();
+  Runtime::Parts parts = SimParts();
   parts.device = factory;
   parts.start_threads = false;
   Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), std::move(parts));
