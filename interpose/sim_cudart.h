@@ -1,6 +1,6 @@
 // SimCudaRuntime: the simulated CUDA runtime behind the runtime API hooks
 // (KVTIER_BACKEND=sim). Not the simulated GPU that backs tiered regions with
-// userfaultfd (runtime/device/sim): this one answers the CUDA calls themselves.
+// userfaultfd (runtime/device/memfd): this one answers the CUDA calls themselves.
 //
 // One device (ordinal 0) whose memory is host memory: plain allocations are
 // 256-byte-aligned heap blocks (1 MiB and up: anonymous mappings, committed

@@ -13,7 +13,7 @@
 
 #include "policies/registry.h"
 #include "runtime/allocation_matcher.h"
-#include "runtime/device/sim/sim_device.h"
+#include "runtime/device/memfd/memfd_device.h"
 #include "runtime/log.h"
 #include "runtime/mutex.h"
 #include "runtime/options.h"
@@ -141,7 +141,7 @@ Runtime* StartCuda(const Options& options) {
 
 Runtime::DeviceFactory DataDeviceFactory(DataDeviceShape shape) {
   return [shape](const Runtime::DeviceContext& ctx) -> Result<std::unique_ptr<Device>> {
-    SimDeviceConfig config;
+    MemfdDeviceConfig config;
     config.store = ctx.open_store();
     config.capacity_bytes = ctx.options.device_budget.For(0);
     config.fault_threads = static_cast<int>(ctx.options.sim_fault_threads);
@@ -153,7 +153,7 @@ Runtime::DeviceFactory DataDeviceFactory(DataDeviceShape shape) {
     config.host_limit_bytes = shape.host_limit;
     config.fill_ahead_pages = shape.fill_ahead;
     config.copy_ahead = true;
-    Result<std::unique_ptr<SimDevice>> made = SimDevice::Create(config);
+    Result<std::unique_ptr<MemfdDevice>> made = MemfdDevice::Create(config);
     if (!made.ok()) return made.status();
     return std::unique_ptr<Device>(std::move(made).value());
   };

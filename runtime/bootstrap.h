@@ -14,7 +14,7 @@ namespace kvtier {
 
 class VaRange;
 
-// What the data-backed device (runtime/device/sim/sim_device.h) is made as:
+// What the data-backed device (runtime/device/memfd/memfd_device.h) is made as:
 // the simulated GPU of KVTIER_BACKEND=sim, or the host backend's resident
 // memory and staging.
 struct DataDeviceShape {

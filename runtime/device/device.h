@@ -4,7 +4,8 @@
 // the device and host tiers. It owns the truth of residency: it changes a
 // page's tier only while holding its own transition lock, and reports faults
 // and forced evictions to the runtime through DeviceEvents. Implementations:
-// device/sim (memfd + userfaultfd, no GPU needed) and device/cuda (UVM).
+// device/memfd (memfd + userfaultfd, no GPU needed: the simulated GPU and the
+// host backend) and device/cuda (UVM).
 // Thread-safety: every method may be called from any thread.
 #pragma once
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "runtime/bootstrap.h"
-#include "runtime/device/sim/uffd.h"
+#include "runtime/device/memfd/uffd.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"
 #include "runtime/storage/env.h"

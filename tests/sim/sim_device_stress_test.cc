@@ -1,4 +1,4 @@
-// SimDevice under concurrency (many faulting threads over a region much
+// MemfdDevice under concurrency (many faulting threads over a region much
 // larger than the device, demotes racing a writer), across fork, without
 // privilege, plus a printed (not asserted) measurement of fault costs.
 #include <sys/prctl.h>
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/device/sim/sim_device.h"
+#include "runtime/device/memfd/memfd_device.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace kvtier::testing {
@@ -215,9 +215,9 @@ TEST_F(SimDeviceTest, WorksWithoutPrivilege) {
   if (pid == 0) {
     if (setgid(65534) != 0 || setuid(65534) != 0) _exit(10);
     prctl(PR_SET_DUMPABLE, 1);  // keep /proc/self readable for the sanitizers
-    SimDeviceConfig config;
+    MemfdDeviceConfig config;
     config.capacity_bytes = 2 * kMiB;
-    Result<std::unique_ptr<SimDevice>> dev = SimDevice::Create(config);
+    Result<std::unique_ptr<MemfdDevice>> dev = MemfdDevice::Create(config);
     if (!dev.ok()) {
       fprintf(stderr, "%s\n", dev.status().message().c_str());
       _exit(11);

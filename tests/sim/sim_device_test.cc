@@ -1,12 +1,11 @@
-// SimDevice semantics one operation at a time: faults from each tier, demote,
+// MemfdDevice semantics one operation at a time: faults from each tier, demote,
 // promote, the simulated driver's eviction order, region shapes, teardown and
 // errors. Concurrency, fork and timing live in sim_device_stress_test.cc.
-#include "runtime/device/sim/sim_device.h"
-
 #include <sys/mman.h>
 
 #include <thread>
 
+#include "runtime/device/memfd/memfd_device.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace kvtier::testing {
@@ -216,8 +215,8 @@ TEST_F(SimDeviceTest, DestroyRegionReleasesEverything) {
 }
 
 TEST_F(SimDeviceTest, RejectsBadArguments) {
-  SimDeviceConfig zero;
-  Result<std::unique_ptr<SimDevice>> none = SimDevice::Create(zero);
+  MemfdDeviceConfig zero;
+  Result<std::unique_ptr<MemfdDevice>> none = MemfdDevice::Create(zero);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("capacity is 0"), std::string::npos);
 

@@ -3,7 +3,7 @@
 // open+unlink fallback.
 #include <unistd.h>
 
-#include "runtime/device/sim/sim_device.h"
+#include "runtime/device/memfd/memfd_device.h"
 #include "tests/sim/sim_disk_test_util.h"
 #include "tests/storage/kill_spiller.h"
 
@@ -22,10 +22,10 @@ constexpr size_t kPage = SimDiskTest::kPage;
   Result<std::unique_ptr<SpillStore>> store =
       SpillStore::Create(storage_test::SmallConfig(dir, 16, kPage), &env, nullptr);
   if (!store.ok()) _exit(2);
-  SimDeviceConfig config;
+  MemfdDeviceConfig config;
   config.capacity_bytes = 4 * kPage;
   config.store = store.value().get();
-  Result<std::unique_ptr<SimDevice>> dev = SimDevice::Create(config);
+  Result<std::unique_ptr<MemfdDevice>> dev = MemfdDevice::Create(config);
   if (!dev.ok()) _exit(3);
   Result<RegionPtr> made = dev.value()->CreateRegion(1, 8 * kPage, kPage, "crash");
   if (!made.ok()) _exit(4);

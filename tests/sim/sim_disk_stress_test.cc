@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "runtime/bootstrap.h"
-#include "runtime/device/sim/sim_device.h"
+#include "runtime/device/memfd/memfd_device.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"
 #include "runtime/units.h"

@@ -49,7 +49,7 @@ class SimDiskTest : public SimDeviceTest {
   // Bytes of the region's memfd that hold data (punched pages hold none).
   static uint64_t MemfdBytes(const Region& r) {
     struct stat st {};
-    const auto* sim = static_cast<const SimRegion*>(r.backend);
+    const auto* sim = static_cast<const MemfdRegion*>(r.backend);
     if (sim == nullptr || fstat(sim->views.memfd, &st) != 0) return ~uint64_t{0};
     return static_cast<uint64_t>(st.st_blocks) * 512;
   }
@@ -70,7 +70,7 @@ class SimDiskTest : public SimDeviceTest {
 
   // Creates a region of `pages` pages, writes each with its version-1
   // pattern, and demotes them all to the host tier.
-  static RegionPtr HostRegion(SimDevice& dev, RegionId id, uint32_t pages) {
+  static RegionPtr HostRegion(MemfdDevice& dev, RegionId id, uint32_t pages) {
     Result<RegionPtr> made = dev.CreateRegion(id, pages * kPage, kPage, "kv-" + std::to_string(id));
     if (!made.ok()) {
       ADD_FAILURE() << made.status().message();

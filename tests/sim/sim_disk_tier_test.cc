@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "runtime/bootstrap.h"
-#include "runtime/device/sim/sim_device.h"
+#include "runtime/device/memfd/memfd_device.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"
 #include "tests/sim/sim_disk_test_util.h"
@@ -83,7 +83,7 @@ TEST_F(SimDiskTest, SpilledPagesLeaveNoTraceOfTheirBytesOnDisk) {
     SpillStore* store = MakeStore(16);
     ASSERT_TRUE(store);
     ASSERT_TRUE(store->encrypts());
-    SimDeviceConfig config;
+    MemfdDeviceConfig config;
     config.kind = kind;
     auto dev = MakeDevice(8 * kPage, 1, false, store, config);
     ASSERT_TRUE(dev);
@@ -351,12 +351,12 @@ TEST_F(SimDiskTest, APolicyTickSpillsItsPagesAsOneGroup) {
     if (!made_store.ok()) return made_store.status();
     store_ = std::move(made_store).value();
     store = store_.get();
-    SimDeviceConfig config;
+    MemfdDeviceConfig config;
     config.capacity_bytes = ctx.options.device_budget.For(0);
     config.events = ctx.events;
     config.counters = ctx.counters;
     config.store = store;
-    Result<std::unique_ptr<SimDevice>> dev = SimDevice::Create(config);
+    Result<std::unique_ptr<MemfdDevice>> dev = MemfdDevice::Create(config);
     if (!dev.ok()) return dev.status();
     return std::unique_ptr<Device>(std::move(dev).value());
   };
@@ -503,10 +503,10 @@ void TouchAPageCorruptedOnDisk(const std::string& dir) {
   Result<std::unique_ptr<SpillStore>> store =
       SpillStore::Create(storage_test::SmallConfig(dir, 8, kPage), &env, nullptr);
   if (!store.ok()) return;
-  SimDeviceConfig config;
+  MemfdDeviceConfig config;
   config.capacity_bytes = 8 * kPage;
   config.store = store.value().get();
-  Result<std::unique_ptr<SimDevice>> dev = SimDevice::Create(config);
+  Result<std::unique_ptr<MemfdDevice>> dev = MemfdDevice::Create(config);
   if (!dev.ok()) return;
   Result<RegionPtr> made = dev.value()->CreateRegion(7, 4 * kPage, kPage, "kv-corrupt");
   if (!made.ok()) return;

@@ -1,4 +1,4 @@
-// The restore pipeline of the data-backed device (sim_restore.cc), one
+// The restore pipeline of the data-backed device (memfd_restore.cc), one
 // mechanism at a time: a run of spilled pages comes back in few reads ahead
 // of its touches; reads far apart in the file are in flight together; a
 // fault while another read is held is served meanwhile; a page back from disk
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/device/sim/sim_device.h"
+#include "runtime/device/memfd/memfd_device.h"
 #include "runtime/storage/page_io.h"
 #include "tests/sim/sim_disk_test_util.h"
 
@@ -21,7 +21,7 @@ constexpr uint64_t kHoldTimeoutNs = 20'000'000'000;
 
 // Spills every page of `r` in one call (the store lays them out in page
 // order, side by side).
-void SpillAll(SimDevice& dev, Region& r) {
+void SpillAll(MemfdDevice& dev, Region& r) {
   std::vector<PageRef> refs;
   for (uint32_t p = 0; p < r.pages.size(); ++p) refs.push_back({&r, p});
   std::vector<Status> results(refs.size());
@@ -31,7 +31,9 @@ void SpillAll(SimDevice& dev, Region& r) {
   }
 }
 
-bool Protectable(const Region& r) { return static_cast<const SimRegion*>(r.backend)->protectable; }
+bool Protectable(const Region& r) {
+  return static_cast<const MemfdRegion*>(r.backend)->protectable;
+}
 bool Unwritten(const Region& r, uint32_t page) {
   return (r.pages[page].flags.load() & kPageUnwritten) != 0;
 }
@@ -208,13 +210,13 @@ TEST_F(SimDiskTest, APageBackFromDiskLeavesAgainWithoutAWriteUntilItChanges) {
 // A page back from disk is mapped write-protected: reads leave it known
 // unchanged, the first write raises one write fault that says otherwise,
 // and then the page is written again as it leaves. Without write protection
-// (SimDeviceConfig::write_protect off) its hash says the same.
+// (MemfdDeviceConfig::write_protect off) its hash says the same.
 class SimDiskWriteTest : public SimDiskTest {
  protected:
   void WriteAfterRestore(bool protect) {
     SpillStore* store = MakeStore(8);
     ASSERT_TRUE(store);
-    SimDeviceConfig config;
+    MemfdDeviceConfig config;
     config.write_protect = protect;
     auto dev = MakeDevice(8 * kPage, 1, false, store, config);
     ASSERT_TRUE(dev);
@@ -317,7 +319,7 @@ TEST_F(SimDiskTest, AStrideLearnedFromFaultsBringsASpanBackInEveryLayer) {
 }
 
 TEST_F(SimDiskTest, AFirstTouchPopulatesTheNeverTouchedPagesAfterIt) {
-  SimDeviceConfig config;
+  MemfdDeviceConfig config;
   config.fill_ahead_pages = 3;
   auto dev = MakeDevice(16 * kPage, 1, false, nullptr, config);
   ASSERT_TRUE(dev);
@@ -343,7 +345,7 @@ TEST_F(SimDiskTest, CopiesWrittenAheadMakeTheNextEvictionFreeUnlessThePageChange
   SpillStore* store = MakeStore(32);
   ASSERT_TRUE(store);
   // The host backend's device: its host tier only stages pages for SSD.
-  SimDeviceConfig config;
+  MemfdDeviceConfig config;
   config.copy_ahead = true;
   config.host_limit_bytes = 4 * kPage;
   auto dev = MakeDevice(8 * kPage, 1, false, store, config);

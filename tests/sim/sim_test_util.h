@@ -1,5 +1,5 @@
 // Helpers for the simulated-GPU tests: a DeviceEvents fake that records every
-// call, a fixture that builds a SimDevice around it, and byte patterns.
+// call, a fixture that builds a MemfdDevice around it, and byte patterns.
 // Thread-safety: RecordingEvents is safe from any thread (the fault threads
 // call it); the rest is used from the test thread.
 #pragma once
@@ -17,7 +17,7 @@
 
 #include "runtime/counters.h"
 #include "runtime/device/device.h"
-#include "runtime/device/sim/sim_device.h"
+#include "runtime/device/memfd/memfd_device.h"
 #include "tests/testing/skip_without.h"
 
 namespace kvtier::testing {
@@ -127,22 +127,22 @@ class RecordingEvents : public DeviceEvents {
 // test where userfaultfd is unavailable (e.g. a container's seccomp filter).
 class SimDeviceTest : public ::testing::Test {
  protected:
-  std::unique_ptr<SimDevice> MakeDevice(uint64_t capacity, int fault_threads = 1,
-                                        bool copy_fill = false, SpillStore* store = nullptr) {
-    SimDeviceConfig config;
+  std::unique_ptr<MemfdDevice> MakeDevice(uint64_t capacity, int fault_threads = 1,
+                                          bool copy_fill = false, SpillStore* store = nullptr) {
+    MemfdDeviceConfig config;
     return MakeDevice(capacity, fault_threads, copy_fill, store, config);
   }
   // The same from a config with other fields set (fill_ahead_pages,
   // copy_ahead).
-  std::unique_ptr<SimDevice> MakeDevice(uint64_t capacity, int fault_threads, bool copy_fill,
-                                        SpillStore* store, SimDeviceConfig config) {
+  std::unique_ptr<MemfdDevice> MakeDevice(uint64_t capacity, int fault_threads, bool copy_fill,
+                                          SpillStore* store, MemfdDeviceConfig config) {
     config.capacity_bytes = capacity;
     config.fault_threads = fault_threads;
     config.copy_fill = copy_fill;
     config.store = store;
     config.events = &events_;
     config.counters = &counters_;
-    Result<std::unique_ptr<SimDevice>> device = SimDevice::Create(config);
+    Result<std::unique_ptr<MemfdDevice>> device = MemfdDevice::Create(config);
     if (!device.ok()) {
       ADD_FAILURE() << device.status().message();
       return nullptr;
@@ -150,9 +150,9 @@ class SimDeviceTest : public ::testing::Test {
     return std::move(device).value();
   }
   void SetUp() override {
-    SimDeviceConfig probe;
+    MemfdDeviceConfig probe;
     probe.capacity_bytes = 2 * kMiB;
-    Result<std::unique_ptr<SimDevice>> device = SimDevice::Create(probe);
+    Result<std::unique_ptr<MemfdDevice>> device = MemfdDevice::Create(probe);
     if (!device.ok() && device.status().message().find("userfaultfd") != std::string::npos) {
       KVTIER_SKIP_WITHOUT(device.status().message());
     }

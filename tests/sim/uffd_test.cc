@@ -3,7 +3,7 @@
 // already in the memfd). No fault threads here: the test never touches a
 // registered page before checking in /proc/self/pagemap that it is mapped,
 // so a mistake fails the test instead of hanging it.
-#include "runtime/device/sim/uffd.h"
+#include "runtime/device/memfd/uffd.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/device/sim/sim_device.h"
+#include "runtime/device/memfd/memfd_device.h"
 #include "runtime/mover.h"
 #include "runtime/storage/fault_env.h"
 #include "runtime/storage/spill_store.h"
@@ -30,7 +30,7 @@ constexpr uint32_t kDevicePages = 16;  // the sim GPU's capacity, in pages
 struct Rig {
   Counters counters;
   std::unique_ptr<SpillStore> store;
-  std::unique_ptr<SimDevice> device;
+  std::unique_ptr<MemfdDevice> device;
   RegionPtr region;
   size_t pages = 0;
 
@@ -45,12 +45,12 @@ struct Rig {
     Result<std::unique_ptr<SpillStore>> s = SpillStore::Create(cfg, env, &counters);
     if (!s.ok()) return s.status();
     store = std::move(s).value();
-    SimDeviceConfig dc;
+    MemfdDeviceConfig dc;
     dc.capacity_bytes = kDevicePages * a.page;
     dc.fault_threads = std::clamp(fault_threads, 1, 16);
     dc.counters = &counters;
     dc.store = store.get();
-    Result<std::unique_ptr<SimDevice>> d = SimDevice::Create(dc);
+    Result<std::unique_ptr<MemfdDevice>> d = MemfdDevice::Create(dc);
     if (!d.ok()) return d.status();
     device = std::move(d).value();
     pages = budget / a.page;

@@ -1,4 +1,4 @@
-// SimDevice's restore pipeline: a returning session's spilled pages come
+// MemfdDevice's restore pipeline: a returning session's spilled pages come
 // back at the disk's speed, not one synchronous read per fault.
 //
 // A fault on a spilled page does not read it on the fault thread: it queues
@@ -36,7 +36,7 @@
 #include <cstring>
 #include <system_error>
 
-#include "runtime/device/sim/sim_device.h"
+#include "runtime/device/memfd/memfd_device.h"
 #include "runtime/internal_thread.h"
 #include "runtime/log.h"
 
@@ -87,7 +87,7 @@ bool LooksAllZero(const uint8_t* bytes, size_t len) {
 
 }  // namespace
 
-Status SimDevice::StartRestorer(const StartStepCheck& check) {
+Status MemfdDevice::StartRestorer(const StartStepCheck& check) {
   if (store_ == nullptr) return Status::Ok();
   if (Status s = CheckStartStep(check, "restore thread"); !s.ok()) return s;
   // Without it a fault waits for the next completion to be seen.
@@ -105,7 +105,7 @@ Status SimDevice::StartRestorer(const StartStepCheck& check) {
   return status;
 }
 
-void SimDevice::WakeRestorerLocked() {
+void MemfdDevice::WakeRestorerLocked() {
   if (hold_wake_ > 0) {
     wake_held_ = true;
     return;
@@ -116,7 +116,8 @@ void SimDevice::WakeRestorerLocked() {
   if (restore_wake_fd_ >= 0) (void)!write(restore_wake_fd_, &one, sizeof one);
 }
 
-SimDevice::ReadStream& SimDevice::StreamForLocked(const SimRegion& r, uint32_t page, bool* fresh) {
+MemfdDevice::ReadStream& MemfdDevice::StreamForLocked(const MemfdRegion& r, uint32_t page,
+                                                      bool* fresh) {
   ReadStream* oldest = &streams_[0];
   *fresh = false;
   const uint32_t max_window = PagesIn(kMaxWindowBytes, r.region->page_size);
@@ -135,7 +136,7 @@ SimDevice::ReadStream& SimDevice::StreamForLocked(const SimRegion& r, uint32_t p
   return *oldest;
 }
 
-bool SimDevice::TakeBackQueuedLocked(SimRegion& r, uint32_t page) {
+bool MemfdDevice::TakeBackQueuedLocked(MemfdRegion& r, uint32_t page) {
   auto it = std::find_if(restore_queue_.begin(), restore_queue_.end(), [&](const RestoreJob& j) {
     return j.r == &r && j.page == page && j.read;
   });
@@ -147,7 +148,7 @@ bool SimDevice::TakeBackQueuedLocked(SimRegion& r, uint32_t page) {
   return true;
 }
 
-void SimDevice::NoteFaultLocked(uintptr_t addr, size_t page_size) {
+void MemfdDevice::NoteFaultLocked(uintptr_t addr, size_t page_size) {
   StrideGuess& g = stride_;
   const uintptr_t last = g.last;
   g.last = addr;
@@ -184,7 +185,8 @@ void SimDevice::NoteFaultLocked(uintptr_t addr, size_t page_size) {
   if (best->count >= 2) g.stride = best->distance;
 }
 
-bool SimDevice::TakeForRestoreLocked(SimRegion& r, uint32_t page, std::vector<RestoreJob>* out) {
+bool MemfdDevice::TakeForRestoreLocked(MemfdRegion& r, uint32_t page,
+                                       std::vector<RestoreJob>* out) {
   PageRecord& rec = r.region->pages[page];
   if (rec.flags.load(std::memory_order_relaxed) & kPageInFlight) return false;
   switch (rec.tier.load(std::memory_order_relaxed)) {
@@ -202,7 +204,7 @@ bool SimDevice::TakeForRestoreLocked(SimRegion& r, uint32_t page, std::vector<Re
   }
 }
 
-void SimDevice::ReplicateLocked(ReadStream& s) {
+void MemfdDevice::ReplicateLocked(ReadStream& s) {
   if (stride_.stride == 0 || s.r == nullptr) return;
   const Region& from = *s.r->region;
   const uint32_t lo = std::min(s.lo, s.rep_lo), hi = std::max(s.hi, s.rep_hi);
@@ -222,7 +224,7 @@ void SimDevice::ReplicateLocked(ReadStream& s) {
         const uintptr_t addr = direction > 0 ? at + shift : at - shift;
         // In the same region (llama.cpp's one KV buffer), or in a sibling
         // of its size (an engine's per-layer KV tensors).
-        SimRegion* r = FindByAddressLocked(addr);
+        MemfdRegion* r = FindByAddressLocked(addr);
         if (r == nullptr || (r != s.r && r->region->size != from.size)) continue;
         any = true;
         if (restoring_pages_ >= AheadLimit()) {
@@ -248,8 +250,8 @@ void SimDevice::ReplicateLocked(ReadStream& s) {
   WakeRestorerLocked();
 }
 
-void SimDevice::QueueRestoreLocked(SimRegion& r, uint32_t page, Clock::time_point since,
-                                   bool read_here) {
+void MemfdDevice::QueueRestoreLocked(MemfdRegion& r, uint32_t page, Clock::time_point since,
+                                     bool read_here) {
   Region& region = *r.region;
   PageRecord& rec = region.pages[page];
   // A page the caller reads itself is marked in flight while its
@@ -326,7 +328,7 @@ void SimDevice::QueueRestoreLocked(SimRegion& r, uint32_t page, Clock::time_poin
   if (mark) rec.flags.fetch_and(static_cast<uint8_t>(~kPageInFlight), std::memory_order_relaxed);
 }
 
-void SimDevice::CancelRestoresLocked(const SimRegion* r) {
+void MemfdDevice::CancelRestoresLocked(const MemfdRegion* r) {
   std::deque<RestoreJob> kept;
   for (const RestoreJob& j : restore_queue_) {
     if (r != nullptr && j.r != r) {
@@ -348,17 +350,17 @@ void SimDevice::CancelRestoresLocked(const SimRegion* r) {
   }
 }
 
-size_t SimDevice::AheadLimit() const {
+size_t MemfdDevice::AheadLimit() const {
   // A device of a few pages still reads a faulting page and two past it.
   return std::max<uint64_t>(capacity_ / kAheadShare / store_->page_size(), 3);
 }
 
-void SimDevice::EndRestoreLocked(SimRegion& r) {
+void MemfdDevice::EndRestoreLocked(MemfdRegion& r) {
   --restoring_pages_;
   EndDiskIoLocked(r);
 }
 
-void SimDevice::AbandonRunLocked(SimRegion& r, uint32_t first, uint32_t count) {
+void MemfdDevice::AbandonRunLocked(MemfdRegion& r, uint32_t first, uint32_t count) {
   Region& region = *r.region;
   for (uint32_t p = first; p < first + count; ++p) {
     region.pages[p].flags.fetch_and(static_cast<uint8_t>(~kPageInFlight),
@@ -369,8 +371,8 @@ void SimDevice::AbandonRunLocked(SimRegion& r, uint32_t first, uint32_t count) {
   uffd_.Wake(region.PageAddr(first), uint64_t{count} * region.page_size);
 }
 
-bool SimDevice::InstallRunFromPipeline(SimRegion& r, uint32_t first, uint32_t count,
-                                       const uint8_t* bytes) {
+bool MemfdDevice::InstallRunFromPipeline(MemfdRegion& r, uint32_t first, uint32_t count,
+                                         const uint8_t* bytes) {
   // With the host backend's staging, in parts whose evictions it has room
   // for (half of it: a fault's eviction may need the rest), so that
   // resident memory stays within the budget.
@@ -390,8 +392,8 @@ bool SimDevice::InstallRunFromPipeline(SimRegion& r, uint32_t first, uint32_t co
   return true;
 }
 
-bool SimDevice::InstallPartFromPipeline(SimRegion& r, uint32_t first, uint32_t count,
-                                        const uint8_t* bytes) {
+bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32_t count,
+                                          const uint8_t* bytes) {
   std::vector<Evicted> evicted;
   std::vector<std::pair<uint32_t, uint64_t>> faulted;  // page, wait
   std::vector<std::pair<uint32_t, uint32_t>> ahead;    // runs: first, count
@@ -464,7 +466,8 @@ bool SimDevice::InstallPartFromPipeline(SimRegion& r, uint32_t first, uint32_t c
   return installed;
 }
 
-void SimDevice::FinishCopyLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written) {
+void MemfdDevice::FinishCopyLocked(MemfdRegion& r, uint32_t page,
+                                   const Result<SpillSlot>& written) {
   EndDiskIoLocked(r);
   PageRecord& rec = r.region->pages[page];
   rec.flags.fetch_and(static_cast<uint8_t>(~kPageCopying), std::memory_order_relaxed);
@@ -483,7 +486,7 @@ void SimDevice::FinishCopyLocked(SimRegion& r, uint32_t page, const Result<Spill
   }
 }
 
-std::vector<PageRef> SimDevice::PickCopiesLocked(size_t most) {
+std::vector<PageRef> MemfdDevice::PickCopiesLocked(size_t most) {
   std::vector<PageRef> picked;
   // Only while the device is fuller than capacity - reserve: the next
   // reserve bytes to arrive evict that many of the oldest pages.
@@ -491,9 +494,9 @@ std::vector<PageRef> SimDevice::PickCopiesLocked(size_t most) {
   const uint64_t resident = resident_bytes_.load(std::memory_order_relaxed);
   if (!copy_ahead_ || resident + reserve <= capacity_) return picked;
   uint64_t scanned = 0;
-  for (ResidentLink<SimRegion>* l = resident_.Oldest();
+  for (ResidentLink<MemfdRegion>* l = resident_.Oldest();
        l != nullptr && picked.size() < most && scanned < reserve; l = resident_.Newer(l)) {
-    SimRegion& r = *l->owner;
+    MemfdRegion& r = *l->owner;
     scanned += r.region->page_size;
     const PageRecord& rec = r.region->pages[l->page];
     if (r.degraded || r.releasing ||
@@ -514,7 +517,7 @@ std::vector<PageRef> SimDevice::PickCopiesLocked(size_t most) {
   return picked;
 }
 
-void SimDevice::RestoreLoop() {
+void MemfdDevice::RestoreLoop() {
   MarkKvtierThread();
   pthread_setname_np(pthread_self(), "kvtier-restore");
   const size_t page_size = store_->page_size();
@@ -536,7 +539,7 @@ void SimDevice::RestoreLoop() {
   struct Op {
     enum class Kind : uint8_t { kFree, kRead, kCopy };
     Kind kind = Kind::kFree;
-    SimRegion* r = nullptr;
+    MemfdRegion* r = nullptr;
     RegionPtr region;  // alive until the op ends
     uint32_t first = 0, count = 0;
     uint32_t slot = 0;
@@ -571,12 +574,12 @@ void SimDevice::RestoreLoop() {
   Clock::time_point copy_again{};  // after a pass that found nothing to copy
   // Regions whose install failed, degraded once no read of ours is in
   // flight (degrading waits for the region's disk I/O, ours included).
-  std::vector<std::pair<RegionPtr, SimRegion*>> to_degrade;
+  std::vector<std::pair<RegionPtr, MemfdRegion*>> to_degrade;
   // Requests completed, their ops freed: installed once the next requests
   // are on their way, so that the disk has work while the CPU installs.
   struct Finished {
     Op::Kind kind;
-    SimRegion* r;
+    MemfdRegion* r;
     RegionPtr region;
     uint32_t first, count;
     uint8_t* chunk;
@@ -719,7 +722,7 @@ void SimDevice::RestoreLoop() {
             if (!b.ok()) break;  // no copies this pass; a later one tries again
             op.snapshot = std::move(b).value();
           }
-          const auto* from = static_cast<SimRegion*>(p.region->backend);
+          const auto* from = static_cast<MemfdRegion*>(p.region->backend);
           // Write-protected first: a write after the snapshot raises a WP
           // fault, which clears kPageUnwritten (the copy is then stale, and
           // the page is hashed as it leaves).
@@ -731,7 +734,7 @@ void SimDevice::RestoreLoop() {
           memcpy(op.snapshot.data(), from->views.alias + uint64_t{p.page} * len, len);
           op.kind = Op::Kind::kCopy;
           op.later = false;
-          op.r = static_cast<SimRegion*>(p.region->backend);
+          op.r = static_cast<MemfdRegion*>(p.region->backend);
           op.region = op.r->region;
           op.first = p.page;
           op.count = 1;

@@ -1,6 +1,6 @@
-// SimDevice's fault threads: they read userfaultfd messages (the simulated
+// MemfdDevice's fault threads: they read userfaultfd messages (the simulated
 // GPU's page faults) and resolve them through the transition code in
-// sim_device.cc. A handler never touches registered memory: it only issues
+// memfd_device.cc. A handler never touches registered memory: it only issues
 // ioctls (the kernel copies), so it cannot fault on itself.
 #include <linux/userfaultfd.h>
 #include <poll.h>
@@ -12,7 +12,7 @@
 #include <cstring>
 #include <system_error>
 
-#include "runtime/device/sim/sim_device.h"
+#include "runtime/device/memfd/memfd_device.h"
 #include "runtime/internal_thread.h"
 #include "runtime/log.h"
 
@@ -24,7 +24,7 @@ constexpr std::chrono::milliseconds kStagingWait{50};  // longest a fault waits 
 
 }  // namespace
 
-Status SimDevice::StartThreads(int count, const StartStepCheck& check) {
+Status MemfdDevice::StartThreads(int count, const StartStepCheck& check) {
   // The threads start with every asynchronous signal blocked.
   sigset_t old;
   BlockAsyncSignals(&old);
@@ -43,7 +43,7 @@ Status SimDevice::StartThreads(int count, const StartStepCheck& check) {
   return status;
 }
 
-void SimDevice::StopThreads() {
+void MemfdDevice::StopThreads() {
   if (restorer_) {
     {
       MutexLock lock(&mu_);
@@ -62,7 +62,7 @@ void SimDevice::StopThreads() {
   threads_.clear();
 }
 
-void SimDevice::FaultLoop() {
+void MemfdDevice::FaultLoop() {
   MarkKvtierThread();
   pthread_setname_np(pthread_self(), "kvtier-fault");
   pollfd fds[2] = {{uffd_.fd(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
@@ -96,7 +96,7 @@ void SimDevice::FaultLoop() {
   }
 }
 
-void SimDevice::WaitForStagingRoom(uint64_t bytes) {
+void MemfdDevice::WaitForStagingRoom(uint64_t bytes) {
   // Room for `bytes` more (at most the whole staging): each page coming in
   // may evict one there.
   const uint64_t room = std::min(bytes, host_limit_);
@@ -112,10 +112,10 @@ void SimDevice::WaitForStagingRoom(uint64_t bytes) {
   }
 }
 
-void SimDevice::HandleWriteFault(uintptr_t addr) {
+void MemfdDevice::HandleWriteFault(uintptr_t addr) {
   const size_t base_page = BasePageSize();
   MutexLock lock(&mu_);
-  SimRegion* r = FindByAddressLocked(addr);
+  MemfdRegion* r = FindByAddressLocked(addr);
   if (r == nullptr || r->degraded || r->releasing) {
     uffd_.Wake(addr & ~(uintptr_t{base_page} - 1), base_page);
     return;
@@ -131,7 +131,7 @@ void SimDevice::HandleWriteFault(uintptr_t addr) {
   }
 }
 
-void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
+void MemfdDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
   const uintptr_t addr = msg.arg.pagefault.address;
   if (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) {
     // A write to a page mapped write-protected: nothing to bring in.
@@ -150,7 +150,7 @@ void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
   uint32_t ahead = 0;  // never-touched pages after it populated with it
   {
     MutexLock lock(&mu_);
-    SimRegion* r = FindByAddressLocked(addr);
+    MemfdRegion* r = FindByAddressLocked(addr);
     if (r == nullptr || r->degraded || r->releasing) {
       // Destroyed or untiered since the touch (or about to be): the waiter
       // refaults, normally once the range is unregistered.
@@ -232,7 +232,8 @@ void SimDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
   }
 }
 
-uint32_t SimDevice::FillAheadLocked(SimRegion& r, uint32_t first, std::vector<Evicted>* evicted) {
+uint32_t MemfdDevice::FillAheadLocked(MemfdRegion& r, uint32_t first,
+                                      std::vector<Evicted>* evicted) {
   Region& region = *r.region;
   // Into free room only: pages the engine has not asked for must not push
   // out pages it has.

@@ -1,6 +1,6 @@
-// SimDevice: regions, residency transitions and the simulated driver's
-// eviction (see sim_device.h). The fault threads live in sim_fault_loop.cc.
-#include "runtime/device/sim/sim_device.h"
+// MemfdDevice: regions, residency transitions and the simulated driver's
+// eviction (see memfd_device.h). The fault threads live in memfd_fault_loop.cc.
+#include "runtime/device/memfd/memfd_device.h"
 
 #include <fcntl.h>
 #include <sys/eventfd.h>
@@ -21,7 +21,7 @@ bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
 }  // namespace
 
-Result<std::unique_ptr<SimDevice>> SimDevice::Create(const SimDeviceConfig& config) {
+Result<std::unique_ptr<MemfdDevice>> MemfdDevice::Create(const MemfdDeviceConfig& config) {
   if (config.capacity_bytes == 0) {
     return Status::Error(
         "simulated GPU: capacity is 0 bytes (give it a device budget: KVTIER_DEVICE_BUDGET or "
@@ -41,7 +41,7 @@ Result<std::unique_ptr<SimDevice>> SimDevice::Create(const SimDeviceConfig& conf
   if (stop_fd < 0) {
     return Status::Errorf("simulated GPU: eventfd failed: %s", strerror(errno));
   }
-  std::unique_ptr<SimDevice> device(new SimDevice(config, std::move(uffd).value(), stop_fd));
+  std::unique_ptr<MemfdDevice> device(new MemfdDevice(config, std::move(uffd).value(), stop_fd));
   Status started = device->StartThreads(config.fault_threads, config.check_step);
   if (started.ok()) started = device->StartRestorer(config.check_step);
   if (!started.ok()) return started.Annotate("simulated GPU");
@@ -52,7 +52,7 @@ Result<std::unique_ptr<SimDevice>> SimDevice::Create(const SimDeviceConfig& conf
   return device;
 }
 
-SimDevice::SimDevice(const SimDeviceConfig& config, UserFaultFd uffd, int stop_fd)
+MemfdDevice::MemfdDevice(const MemfdDeviceConfig& config, UserFaultFd uffd, int stop_fd)
     : capacity_(config.capacity_bytes),
       kind_(config.kind ? config.kind : "sim"),
       range_(config.range),
@@ -67,11 +67,11 @@ SimDevice::SimDevice(const SimDeviceConfig& config, UserFaultFd uffd, int stop_f
       counters_(config.counters ? *config.counters : own_counters_),
       uffd_(std::move(uffd)),
       stop_fd_(stop_fd),
-      by_base_(std::make_unique<std::map<uintptr_t, SimRegion*>>()),
+      by_base_(std::make_unique<std::map<uintptr_t, MemfdRegion*>>()),
       scratch_(static_cast<size_t>(config.fault_threads) + 2, "simulated GPU"),
       page_io_(config.store) {}
 
-SimDevice::~SimDevice() {
+MemfdDevice::~MemfdDevice() {
   if (forked_.load()) {
     // The threads and the region state belong to the parent's history: a
     // thread may have been mid-change when fork copied the memory. Free
@@ -89,7 +89,7 @@ SimDevice::~SimDevice() {
   if (zero_src_) munmap(zero_src_, zero_src_bytes_);
 }
 
-void SimDevice::BeforeFork() NO_THREAD_SAFETY_ANALYSIS {
+void MemfdDevice::BeforeFork() NO_THREAD_SAFETY_ANALYSIS {
   if (range_ == nullptr || forked_.load()) return;
   // Held across fork, in the lock order (a region's release gives its span
   // back under mu_): mu_ until the child has its copies, the range's lock
@@ -99,7 +99,7 @@ void SimDevice::BeforeFork() NO_THREAD_SAFETY_ANALYSIS {
   if (pipe2(fork_pipe_, O_CLOEXEC) != 0) fork_pipe_[0] = fork_pipe_[1] = -1;
 }
 
-void SimDevice::AfterForkInParent() NO_THREAD_SAFETY_ANALYSIS {
+void MemfdDevice::AfterForkInParent() NO_THREAD_SAFETY_ANALYSIS {
   if (range_ == nullptr || forked_.load()) return;
   range_->UnlockAfterFork();
   if (fork_pipe_[0] >= 0) {
@@ -115,7 +115,7 @@ void SimDevice::AfterForkInParent() NO_THREAD_SAFETY_ANALYSIS {
   mu_.Unlock();
 }
 
-void SimDevice::AfterForkInChild() NO_THREAD_SAFETY_ANALYSIS {
+void MemfdDevice::AfterForkInChild() NO_THREAD_SAFETY_ANALYSIS {
   const bool was_forked = forked_.exchange(true);
   if (range_ == nullptr || was_forked) return;
   CopyBlocksInForkChild();
@@ -130,7 +130,7 @@ void SimDevice::AfterForkInChild() NO_THREAD_SAFETY_ANALYSIS {
 }
 
 // Runs with mu_ and the range's lock held (BeforeFork took them in the parent).
-void SimDevice::CopyBlocksInForkChild() NO_THREAD_SAFETY_ANALYSIS {
+void MemfdDevice::CopyBlocksInForkChild() NO_THREAD_SAFETY_ANALYSIS {
   for (const auto& [base, r] : *by_base_) {
     const size_t bytes = r->views.bytes;
     const size_t page_size = r->region->page_size;
@@ -175,7 +175,7 @@ void SimDevice::CopyBlocksInForkChild() NO_THREAD_SAFETY_ANALYSIS {
   if (store_) store_->CloseInForkChild();
 }
 
-Status SimDevice::Usable() const {
+Status MemfdDevice::Usable() const {
   if (forked_.load(std::memory_order_relaxed)) {
     return Status::Error(
         "simulated GPU: unusable in a forked child (its fault threads stayed in the parent)");
@@ -183,8 +183,8 @@ Status SimDevice::Usable() const {
   return Status::Ok();
 }
 
-Result<RegionPtr> SimDevice::CreateRegion(RegionId id, size_t bytes, size_t page_size,
-                                          std::string tag) {
+Result<RegionPtr> MemfdDevice::CreateRegion(RegionId id, size_t bytes, size_t page_size,
+                                            std::string tag) {
   if (Status s = Usable(); !s.ok()) return s;
   const size_t base_page = BasePageSize();
   if (!IsPowerOfTwo(page_size) || page_size < base_page) {
@@ -206,13 +206,13 @@ Result<RegionPtr> SimDevice::CreateRegion(RegionId id, size_t bytes, size_t page
   Result<ShmViews> views = ShmViews::Create(whole, page_size, "kvtier:" + tag, range_);
   if (!views.ok()) return views.status().Annotate("simulated GPU: region " + std::to_string(id));
 
-  auto sim = std::make_unique<SimRegion>();
+  auto sim = std::make_unique<MemfdRegion>();
   sim->device = this;
   sim->views = views.value();
   const uintptr_t base = reinterpret_cast<uintptr_t>(sim->views.engine);
   auto region = std::make_shared<Region>(id, base, bytes, page_size, std::move(tag));
   sim->region = region;
-  sim->links = std::make_unique<ResidentLink<SimRegion>[]>(pages);
+  sim->links = std::make_unique<ResidentLink<MemfdRegion>[]>(pages);
   for (size_t i = 0; i < pages; ++i) {
     sim->links[i].owner = sim.get();
     sim->links[i].page = static_cast<uint32_t>(i);
@@ -229,10 +229,10 @@ Result<RegionPtr> SimDevice::CreateRegion(RegionId id, size_t bytes, size_t page
   return region;
 }
 
-void SimDevice::DestroyRegion(Region& region) {
+void MemfdDevice::DestroyRegion(Region& region) {
   if (forked_.load()) return;
   MutexLock lock(&mu_);
-  auto* r = static_cast<SimRegion*>(region.backend);
+  auto* r = static_cast<MemfdRegion*>(region.backend);
   if (r == nullptr || r->device != this || r->releasing) return;
   // A spill or restore of one of its pages is reading or writing its views:
   // let it finish (no new one starts on a releasing region).
@@ -242,7 +242,7 @@ void SimDevice::DestroyRegion(Region& region) {
   ReleaseRegionLocked(r);
 }
 
-void SimDevice::ReleaseRegionLocked(SimRegion* r) {
+void MemfdDevice::ReleaseRegionLocked(MemfdRegion* r) {
   const RegionPtr region = r->region;  // may be the last reference
   for (uint32_t p = 0; p < region->pages.size(); ++p) {
     PageRecord& rec = region->pages[p];
@@ -260,8 +260,8 @@ void SimDevice::ReleaseRegionLocked(SimRegion* r) {
   delete r;
 }
 
-Result<SimRegion*> SimDevice::FindLocked(Region& region, uint32_t page) const {
-  auto* r = static_cast<SimRegion*>(region.backend);
+Result<MemfdRegion*> MemfdDevice::FindLocked(Region& region, uint32_t page) const {
+  auto* r = static_cast<MemfdRegion*>(region.backend);
   if (r == nullptr || r->device != this) {
     return Status::Errorf("simulated GPU: region %u is not a live region of this device",
                           region.id);
@@ -279,25 +279,25 @@ Result<SimRegion*> SimDevice::FindLocked(Region& region, uint32_t page) const {
   return r;
 }
 
-SimRegion* SimDevice::FindByAddressLocked(uintptr_t addr) const {
+MemfdRegion* MemfdDevice::FindByAddressLocked(uintptr_t addr) const {
   auto it = by_base_->upper_bound(addr);
   if (it == by_base_->begin()) return nullptr;
   --it;
-  SimRegion* r = it->second;
+  MemfdRegion* r = it->second;
   return addr - it->first < r->views.bytes ? r : nullptr;
 }
 
-uint8_t* SimDevice::AliasOf(const Region& region) const {
+uint8_t* MemfdDevice::AliasOf(const Region& region) const {
   MutexLock lock(&mu_);
-  auto* r = static_cast<SimRegion*>(region.backend);
+  auto* r = static_cast<MemfdRegion*>(region.backend);
   return r && r->device == this ? r->views.alias : nullptr;
 }
 
-uint64_t SimDevice::resident_bytes() const {
+uint64_t MemfdDevice::resident_bytes() const {
   return resident_bytes_.load(std::memory_order_relaxed);
 }
 
-void SimDevice::DemotePages(std::span<const PageRef> pages, std::span<Status> results) {
+void MemfdDevice::DemotePages(std::span<const PageRef> pages, std::span<Status> results) {
   if (Status s = Usable(); !s.ok()) {
     for (Status& r : results) r = s;
     return;
@@ -307,7 +307,7 @@ void SimDevice::DemotePages(std::span<const PageRef> pages, std::span<Status> re
   {
     MutexLock lock(&mu_);
     for (size_t i = 0; i < pages.size(); ++i) {
-      Result<SimRegion*> r = FindLocked(*pages[i].region, pages[i].page);
+      Result<MemfdRegion*> r = FindLocked(*pages[i].region, pages[i].page);
       results[i] = r.status();
       if (!r.ok()) continue;
       if (pages[i].region->pages[pages[i].page].tier.load(std::memory_order_relaxed) !=
@@ -333,10 +333,10 @@ void SimDevice::DemotePages(std::span<const PageRef> pages, std::span<Status> re
   for (const PageRef& p : pages) SpillOverLimit(*p.region, p.page);
 }
 
-Status SimDevice::Demote(Region& region, uint32_t page) {
+Status MemfdDevice::Demote(Region& region, uint32_t page) {
   if (Status s = Usable(); !s.ok()) return s;
   MutexLock lock(&mu_);
-  Result<SimRegion*> r = FindLocked(region, page);
+  Result<MemfdRegion*> r = FindLocked(region, page);
   if (!r.ok()) return r.status();
   if (region.pages[page].tier.load(std::memory_order_relaxed) != Tier::kDevice) {
     return Status::Ok();
@@ -350,7 +350,7 @@ Status SimDevice::Demote(Region& region, uint32_t page) {
   return Status::Ok();
 }
 
-void SimDevice::SpillOverLimit(Region& region, uint32_t page) {
+void MemfdDevice::SpillOverLimit(Region& region, uint32_t page) {
   // The host backend's budget is the engine's memory: a page that takes the
   // host tier past its limit goes on to SSD at once (the policy thread waits
   // for the write; the engine does not). A spill that fails leaves it in
@@ -362,14 +362,14 @@ void SimDevice::SpillOverLimit(Region& region, uint32_t page) {
   (void)Spill(region, page);
 }
 
-Status SimDevice::Promote(Region& region, uint32_t page) {
+Status MemfdDevice::Promote(Region& region, uint32_t page) {
   if (Status s = Usable(); !s.ok()) return s;
   std::vector<Evicted> evicted;
   Status s;
   {
     MutexLock lock(&mu_);
     for (;;) {
-      Result<SimRegion*> r = FindLocked(region, page);
+      Result<MemfdRegion*> r = FindLocked(region, page);
       if (!r.ok()) return r.status();
       const PageRecord& rec = region.pages[page];
       const Tier tier = rec.tier.load(std::memory_order_relaxed);
@@ -397,7 +397,7 @@ Status SimDevice::Promote(Region& region, uint32_t page) {
   return s;
 }
 
-Status SimDevice::BringInLocked(SimRegion& r, uint32_t page, std::vector<Evicted>* evicted) {
+Status MemfdDevice::BringInLocked(MemfdRegion& r, uint32_t page, std::vector<Evicted>* evicted) {
   Region& region = *r.region;
   PageRecord& rec = region.pages[page];
   const Tier from = rec.tier.load(std::memory_order_relaxed);
@@ -422,7 +422,7 @@ Status SimDevice::BringInLocked(SimRegion& r, uint32_t page, std::vector<Evicted
   return Status::Ok();
 }
 
-Status SimDevice::FillUntouchedLocked(SimRegion& r, uint32_t page) {
+Status MemfdDevice::FillUntouchedLocked(MemfdRegion& r, uint32_t page) {
   const Region& region = *r.region;
   const uintptr_t start = region.PageAddr(page);
   const size_t len = region.page_size;
@@ -438,13 +438,13 @@ Status SimDevice::FillUntouchedLocked(SimRegion& r, uint32_t page) {
   return uffd_.Copy(start, len, zero_src_);
 }
 
-Status SimDevice::MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted) {
+Status MemfdDevice::MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted) {
   // The victims first (oldest first), then their PTEs zapped in runs: one
   // TLB shootdown per run of neighbours, not one per page.
   std::vector<PageOf> victims;
   uint64_t freed = 0;
   const uint64_t resident = resident_bytes_.load(std::memory_order_relaxed);
-  for (ResidentLink<SimRegion>* l = resident_.Oldest(); resident - freed + bytes > capacity_;
+  for (ResidentLink<MemfdRegion>* l = resident_.Oldest(); resident - freed + bytes > capacity_;
        l = resident_.Newer(l)) {
     if (l == nullptr) {
       return Status::Errorf("a page of %lu bytes does not fit in the capacity of %lu bytes",
@@ -464,11 +464,11 @@ Status SimDevice::MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted) 
   return Status::Ok();
 }
 
-bool SimDevice::PageOrder(const PageOf& a, const PageOf& b) {
+bool MemfdDevice::PageOrder(const PageOf& a, const PageOf& b) {
   return a.r != b.r ? a.r->region->id < b.r->region->id : a.page < b.page;
 }
 
-size_t SimDevice::RunEnd(const std::vector<PageOf>& pages, size_t i) {
+size_t MemfdDevice::RunEnd(const std::vector<PageOf>& pages, size_t i) {
   size_t j = i + 1;
   while (j < pages.size() && pages[j].r == pages[i].r && pages[j].page == pages[i].page + (j - i)) {
     ++j;
@@ -476,7 +476,7 @@ size_t SimDevice::RunEnd(const std::vector<PageOf>& pages, size_t i) {
   return j;
 }
 
-Status SimDevice::ZapRunsLocked(std::vector<PageOf>& pages) {
+Status MemfdDevice::ZapRunsLocked(std::vector<PageOf>& pages) {
   std::sort(pages.begin(), pages.end(), PageOrder);
   for (size_t i = 0; i < pages.size();) {
     const size_t j = RunEnd(pages, i);
@@ -493,7 +493,7 @@ Status SimDevice::ZapRunsLocked(std::vector<PageOf>& pages) {
   return Status::Ok();
 }
 
-void SimDevice::LeaveDeviceLocked(const std::vector<PageOf>& pages, std::vector<PageOf>* punch) {
+void MemfdDevice::LeaveDeviceLocked(const std::vector<PageOf>& pages, std::vector<PageOf>* punch) {
   if (host_limit_ == 0 || store_ == nullptr) {
     for (const PageOf& p : pages) SetTierLocked(*p.r, p.page, Tier::kHost);
     return;
@@ -505,7 +505,7 @@ void SimDevice::LeaveDeviceLocked(const std::vector<PageOf>& pages, std::vector<
   std::vector<PageOf> leave;
   std::vector<bool> zero;
   for (const PageOf& p : pages) {
-    SimRegion& r = *p.r;
+    MemfdRegion& r = *p.r;
     const size_t len = r.region->page_size;
     const uint8_t* bytes = r.views.alias + uint64_t{p.page} * len;
     if (CopyKnownCurrent(r.region->pages[p.page])) {
@@ -530,7 +530,7 @@ void SimDevice::LeaveDeviceLocked(const std::vector<PageOf>& pages, std::vector<
     // Booked where they go now; punched by the caller with the lock
     // released, in flight meanwhile (see PunchLeftPages).
     for (size_t i = 0; i < leave.size(); ++i) {
-      SimRegion& r = *leave[i].r;
+      MemfdRegion& r = *leave[i].r;
       if (zero[i]) {
         DroppedZeroPageLocked(r, leave[i].page);
       } else {
@@ -544,7 +544,7 @@ void SimDevice::LeaveDeviceLocked(const std::vector<PageOf>& pages, std::vector<
   }
   const std::vector<Status> punched = PunchRuns(leave);
   for (size_t i = 0; i < leave.size(); ++i) {
-    SimRegion& r = *leave[i].r;
+    MemfdRegion& r = *leave[i].r;
     const uint32_t page = leave[i].page;
     if (!punched[i].ok()) {
       SetTierLocked(r, page, Tier::kHost);  // staged, as a changed page
@@ -556,7 +556,7 @@ void SimDevice::LeaveDeviceLocked(const std::vector<PageOf>& pages, std::vector<
   }
 }
 
-void SimDevice::PunchLeftPages(const std::vector<PageOf>& pages) {
+void MemfdDevice::PunchLeftPages(const std::vector<PageOf>& pages) {
   // Freeing the pages is most of a demotion's cost; the lock is free
   // meanwhile, for faults and the restore pipeline. A touch of one of them
   // waits (kDisk or kUntouched and in flight: HandleFault leaves it to the
@@ -565,7 +565,7 @@ void SimDevice::PunchLeftPages(const std::vector<PageOf>& pages) {
   const std::vector<Status> punched = PunchRuns(pages);
   MutexLock lock(&mu_);
   for (size_t i = 0; i < pages.size(); ++i) {
-    SimRegion& r = *pages[i].r;
+    MemfdRegion& r = *pages[i].r;
     const uint32_t page = pages[i].page;
     PageRecord& rec = r.region->pages[page];
     rec.flags.fetch_and(static_cast<uint8_t>(~kPageInFlight), std::memory_order_relaxed);
@@ -589,7 +589,7 @@ void SimDevice::PunchLeftPages(const std::vector<PageOf>& pages) {
   }
 }
 
-Status SimDevice::ZapLocked(SimRegion& r, uint32_t page) {
+Status MemfdDevice::ZapLocked(MemfdRegion& r, uint32_t page) {
   const Region& region = *r.region;
   // Zaps the engine view's PTEs only: the bytes stay in the memfd, and the
   // next touch raises a MINOR fault.
@@ -603,7 +603,7 @@ Status SimDevice::ZapLocked(SimRegion& r, uint32_t page) {
   return Status::Ok();
 }
 
-void SimDevice::SetTierLocked(SimRegion& r, uint32_t page, Tier to) {
+void MemfdDevice::SetTierLocked(MemfdRegion& r, uint32_t page, Tier to) {
   PageRecord& rec = r.region->pages[page];
   if (to == Tier::kDevice && rec.tier.load(std::memory_order_relaxed) != to) {
     // Mapped by an install that did not write-protect it (those that do set
@@ -615,7 +615,7 @@ void SimDevice::SetTierLocked(SimRegion& r, uint32_t page, Tier to) {
   if (from == Tier::kHost && to != from && host_limit_ != 0) staging_room_.SignalAll();
 }
 
-void SimDevice::DegradeLocked(SimRegion& r, const Status& why) {
+void MemfdDevice::DegradeLocked(MemfdRegion& r, const Status& why) {
   if (r.degraded) return;
   r.degraded = true;  // no new spill or restore starts here
   CancelRestoresLocked(&r);
@@ -641,7 +641,7 @@ void SimDevice::DegradeLocked(SimRegion& r, const Status& why) {
   EndDiskIoLocked(r);
 }
 
-void SimDevice::Report(const std::vector<Evicted>& evicted) {
+void MemfdDevice::Report(const std::vector<Evicted>& evicted) {
   if (events_ == nullptr) return;
   for (const Evicted& e : evicted) {
     if (e.region) events_->OnDriverEviction(*e.region, e.page);

@@ -1,5 +1,5 @@
 // userfaultfd and memfd mechanics for the simulated GPU (see uffd.h).
-#include "runtime/device/sim/uffd.h"
+#include "runtime/device/memfd/uffd.h"
 
 #include <fcntl.h>
 #include <sched.h>

@@ -1,5 +1,5 @@
-// SimDevice's disk tier: spilling host pages to the SpillStore and restoring
-// them on a fault or a Promote (the protocol is in sim_device.h). Disk I/O
+// MemfdDevice's disk tier: spilling host pages to the SpillStore and restoring
+// them on a fault or a Promote (the protocol is in memfd_device.h). Disk I/O
 // runs with the transition lock released; the page's kPageInFlight flag and
 // the region's disk_io count keep the page and the region in place meanwhile.
 #include <fcntl.h>
@@ -9,20 +9,20 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "runtime/device/sim/sim_device.h"
+#include "runtime/device/memfd/memfd_device.h"
 #include "runtime/log.h"
 #include "runtime/storage/checksum.h"
 
 namespace kvtier {
 
-Status SimDevice::Spill(Region& region, uint32_t page) {
+Status MemfdDevice::Spill(Region& region, uint32_t page) {
   Status result;
   const PageRef ref{&region, page};
   SpillPages({&ref, 1}, {&result, 1});
   return result;
 }
 
-void SimDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> results) {
+void MemfdDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> results) {
   if (Status unusable = Usable(); !unusable.ok()) {
     for (Status& r : results) r = unusable;
     return;
@@ -40,7 +40,7 @@ void SimDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
   {
     MutexLock lock(&mu_);
     for (size_t i = 0; i < pages.size(); ++i) {
-      Result<SimRegion*> begun = BeginSpillLocked(*pages[i].region, pages[i].page);
+      Result<MemfdRegion*> begun = BeginSpillLocked(*pages[i].region, pages[i].page);
       results[i] = begun.status();
       if (begun.ok() && begun.value() != nullptr) jobs.push_back({begun.value(), pages[i].page, i});
     }
@@ -67,8 +67,8 @@ void SimDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
   });
 }
 
-std::vector<SimDevice::Leaving> SimDevice::LeaveUnwritten(const std::vector<Leaving>& jobs,
-                                                          std::span<Status> results) {
+std::vector<MemfdDevice::Leaving> MemfdDevice::LeaveUnwritten(const std::vector<Leaving>& jobs,
+                                                              std::span<Status> results) {
   // The pages' PTEs in the engine view are zapped, so the engine cannot
   // change them without a fault (which marks them touched). Hashed with the
   // lock released: a fault meanwhile is served, and the page stays.
@@ -128,10 +128,10 @@ std::vector<SimDevice::Leaving> SimDevice::LeaveUnwritten(const std::vector<Leav
   return writes;
 }
 
-Result<SimRegion*> SimDevice::BeginSpillLocked(Region& region, uint32_t page) {
-  Result<SimRegion*> found = FindLocked(region, page);
+Result<MemfdRegion*> MemfdDevice::BeginSpillLocked(Region& region, uint32_t page) {
+  Result<MemfdRegion*> found = FindLocked(region, page);
   if (!found.ok()) return found.status();
-  SimRegion* r = found.value();
+  MemfdRegion* r = found.value();
   PageRecord& rec = region.pages[page];
   if (rec.tier.load(std::memory_order_relaxed) != Tier::kHost ||
       (rec.flags.load(std::memory_order_relaxed) & kPageInFlight)) {
@@ -149,7 +149,8 @@ Result<SimRegion*> SimDevice::BeginSpillLocked(Region& region, uint32_t page) {
   return r;
 }
 
-Status SimDevice::FinishSpillLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written) {
+Status MemfdDevice::FinishSpillLocked(MemfdRegion& r, uint32_t page,
+                                      const Result<SpillSlot>& written) {
   Region& region = *r.region;
   PageRecord& rec = region.pages[page];
   const uint8_t flags = rec.flags.fetch_and(
@@ -185,18 +186,18 @@ Status SimDevice::FinishSpillLocked(SimRegion& r, uint32_t page, const Result<Sp
   return Status::Ok();
 }
 
-bool SimDevice::CopyKnownCurrent(const PageRecord& rec) {
+bool MemfdDevice::CopyKnownCurrent(const PageRecord& rec) {
   const uint8_t flags = rec.flags.load(std::memory_order_relaxed);
   return (flags & kPageDiskCopy) && (flags & kPageUnwritten);
 }
 
-bool SimDevice::CopyIsCurrent(const Region& region, uint32_t page, const uint8_t* bytes) const {
+bool MemfdDevice::CopyIsCurrent(const Region& region, uint32_t page, const uint8_t* bytes) const {
   const PageRecord& rec = region.pages[page];
   return (rec.flags.load(std::memory_order_relaxed) & kPageDiskCopy) &&
          PageChecksum(bytes, region.page_size) == rec.checksum;
 }
 
-void SimDevice::DropCopyLocked(SimRegion& r, uint32_t page) {
+void MemfdDevice::DropCopyLocked(MemfdRegion& r, uint32_t page) {
   PageRecord& rec = r.region->pages[page];
   if (!(rec.flags.load(std::memory_order_relaxed) & kPageDiskCopy)) return;
   rec.flags.fetch_and(static_cast<uint8_t>(~(kPageDiskCopy | kPageUnwritten)),
@@ -204,7 +205,7 @@ void SimDevice::DropCopyLocked(SimRegion& r, uint32_t page) {
   store_->Free(rec.disk_slot);
 }
 
-std::vector<Status> SimDevice::PunchRuns(const std::vector<PageOf>& pages) {
+std::vector<Status> MemfdDevice::PunchRuns(const std::vector<PageOf>& pages) {
   std::vector<Status> out(pages.size());
   for (size_t i = 0; i < pages.size();) {
     const size_t j = RunEnd(pages, i);
@@ -224,7 +225,7 @@ std::vector<Status> SimDevice::PunchRuns(const std::vector<PageOf>& pages) {
   return out;
 }
 
-void SimDevice::LeftForCopyLocked(SimRegion& r, uint32_t page) {
+void MemfdDevice::LeftForCopyLocked(MemfdRegion& r, uint32_t page) {
   PageRecord& rec = r.region->pages[page];
   rec.flags.fetch_and(static_cast<uint8_t>(~(kPageDiskCopy | kPageUnwritten)),
                       std::memory_order_relaxed);
@@ -233,7 +234,7 @@ void SimDevice::LeftForCopyLocked(SimRegion& r, uint32_t page) {
   Counters::Add(counters_.spill_clean_pages);
 }
 
-void SimDevice::DroppedZeroPageLocked(SimRegion& r, uint32_t page) {
+void MemfdDevice::DroppedZeroPageLocked(MemfdRegion& r, uint32_t page) {
   // With no bytes it is a never-touched page again: the next touch is
   // filled with zeros (MISSING), which is what it held.
   DropCopyLocked(r, page);
@@ -241,7 +242,7 @@ void SimDevice::DroppedZeroPageLocked(SimRegion& r, uint32_t page) {
   Counters::Add(counters_.zero_pages_dropped);
 }
 
-Status SimDevice::RestoreLocked(SimRegion& r, uint32_t page, std::vector<Evicted>* evicted) {
+Status MemfdDevice::RestoreLocked(MemfdRegion& r, uint32_t page, std::vector<Evicted>* evicted) {
   Region& region = *r.region;
   PageRecord& rec = region.pages[page];
   const size_t len = region.page_size;
@@ -270,8 +271,8 @@ Status SimDevice::RestoreLocked(SimRegion& r, uint32_t page, std::vector<Evicted
   return s;
 }
 
-Status SimDevice::InstallRestoredLocked(SimRegion& r, uint32_t page, const uint8_t* bytes,
-                                        std::vector<Evicted>* evicted) {
+Status MemfdDevice::InstallRestoredLocked(MemfdRegion& r, uint32_t page, const uint8_t* bytes,
+                                          std::vector<Evicted>* evicted) {
   Region& region = *r.region;
   PageRecord& rec = region.pages[page];
   const size_t len = region.page_size;
@@ -301,8 +302,8 @@ Status SimDevice::InstallRestoredLocked(SimRegion& r, uint32_t page, const uint8
   return Status::Ok();
 }
 
-Status SimDevice::InstallLocked(SimRegion& r, uint32_t first, uint32_t count, const uint8_t* bytes,
-                                bool* unwritten) {
+Status MemfdDevice::InstallLocked(MemfdRegion& r, uint32_t first, uint32_t count,
+                                  const uint8_t* bytes, bool* unwritten) {
   const uintptr_t start = r.region->PageAddr(first);
   const size_t len = uint64_t{count} * r.region->page_size;
   *unwritten = false;
@@ -310,12 +311,12 @@ Status SimDevice::InstallLocked(SimRegion& r, uint32_t first, uint32_t count, co
   return uffd_.CopyProtected(start, len, bytes, unwritten);
 }
 
-void SimDevice::EndDiskIoLocked(SimRegion& r) {
+void MemfdDevice::EndDiskIoLocked(MemfdRegion& r) {
   --r.disk_io;
   disk_io_done_.SignalAll();
 }
 
-void SimDevice::ReadBackSpilledLocked(SimRegion& r) {
+void MemfdDevice::ReadBackSpilledLocked(MemfdRegion& r) {
   Region& region = *r.region;
   for (uint32_t p = 0; p < region.pages.size(); ++p) {
     PageRecord& rec = region.pages[p];
@@ -331,8 +332,8 @@ void SimDevice::ReadBackSpilledLocked(SimRegion& r) {
   }
 }
 
-void SimDevice::ReadOrDie(const SimRegion& r, uint32_t page, uint32_t slot, uint64_t checksum,
-                          uint8_t* dst) {
+void MemfdDevice::ReadOrDie(const MemfdRegion& r, uint32_t page, uint32_t slot, uint64_t checksum,
+                            uint8_t* dst) {
   const Region& region = *r.region;
   ReadFailure failure = ReadFailure::kNone;
   Status s = store_->Read(slot, dst, region.page_size, checksum, &failure, {region.id, page});

@@ -1,7 +1,7 @@
 // UserFaultFd: the raw userfaultfd mechanics the simulated GPU runs on, and
 // ShmViews: the memfd with its two mappings that back one simulated region.
 //
-// One userfaultfd per SimDevice serves every region. Ranges are registered in
+// One userfaultfd per MemfdDevice serves every region. Ranges are registered in
 // MISSING and MINOR mode: a touch of a page that has no bytes yet (a hole in
 // the memfd) raises MISSING, a touch of a page whose bytes are in the memfd
 // but whose PTEs were zapped raises MINOR. Where the kernel write-protects

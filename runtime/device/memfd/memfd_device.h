@@ -1,4 +1,9 @@
-// SimDevice: the data-backed simulated GPU. Real bytes, real faults, no GPU.
+// MemfdDevice: a device of real bytes and real faults on memfds and
+// userfaultfd, no GPU. Two configurations of it run (bootstrap.h's
+// DataDeviceShape): the simulated GPU (KVTIER_BACKEND=sim, kind "sim"), whose
+// "device" tier stands for GPU memory, and the host backend
+// (KVTIER_BACKEND=host, kind "host"), whose "device" tier is a CPU engine's
+// resident KV and whose host tier is staging on the way to SSD.
 //
 // Each region is a memfd of whole pages. The engine gets a MAP_SHARED view of
 // it, aligned to the page size and registered with the device's userfaultfd;
@@ -14,7 +19,7 @@
 // whole-page bytes even when the region's last page is partial: the memfd and
 // the view are whole pages.
 //
-// Disk tier (SimDeviceConfig::store): Spill(kHost page) marks the page in
+// Disk tier (MemfdDeviceConfig::store): Spill(kHost page) marks the page in
 // flight under the lock, writes its bytes from the alias to the store outside
 // it (zero-copy: the alias is page aligned), then under the lock punches the
 // page out of the memfd (fallocate PUNCH_HOLE) => kDisk, with the slot and
@@ -80,8 +85,8 @@
 
 #include "runtime/counters.h"
 #include "runtime/device/device.h"
+#include "runtime/device/memfd/uffd.h"
 #include "runtime/device/resident_list.h"
-#include "runtime/device/sim/uffd.h"
 #include "runtime/mutex.h"
 #include "runtime/start_step.h"
 #include "runtime/storage/page_io.h"
@@ -96,7 +101,7 @@ class VaRange;
 
 namespace kvtier {
 
-struct SimDeviceConfig {
+struct MemfdDeviceConfig {
   uint64_t capacity_bytes = 0;     // most bytes of tiered pages resident at once
   int fault_threads = 1;           // threads resolving faults (1..16)
   DeviceEvents* events = nullptr;  // may be null (no callbacks)
@@ -133,13 +138,13 @@ struct SimDeviceConfig {
 };
 
 // Per-region backend state (Region::backend points here).
-struct SimRegion {
-  class SimDevice* device = nullptr;
+struct MemfdRegion {
+  class MemfdDevice* device = nullptr;
   // Held until DestroyRegion: while the view is mapped and registered, a
   // fault may need the page records, whoever else dropped the region.
   RegionPtr region;
   ShmViews views;
-  std::unique_ptr<ResidentLink<SimRegion>[]> links;  // one per page
+  std::unique_ptr<ResidentLink<MemfdRegion>[]> links;  // one per page
   bool zeropage = true;      // UFFDIO_ZEROPAGE works here (else COPY from zeros)
   bool protectable = false;  // registered for WP faults (UFFDIO_WRITEPROTECT works)
   // Guarded by the device's mutex:
@@ -148,12 +153,12 @@ struct SimRegion {
   int disk_io = 0;         // spills and restores of its pages reading or writing now
 };
 
-class SimDevice final : public Device {
+class MemfdDevice final : public Device {
  public:
-  static Result<std::unique_ptr<SimDevice>> Create(const SimDeviceConfig& config);
-  ~SimDevice() override;
-  SimDevice(const SimDevice&) = delete;
-  SimDevice& operator=(const SimDevice&) = delete;
+  static Result<std::unique_ptr<MemfdDevice>> Create(const MemfdDeviceConfig& config);
+  ~MemfdDevice() override;
+  MemfdDevice(const MemfdDevice&) = delete;
+  MemfdDevice& operator=(const MemfdDevice&) = delete;
 
   const char* kind() const override { return kind_; }
   Result<RegionPtr> CreateRegion(RegionId id, size_t bytes, size_t page_size,
@@ -204,7 +209,7 @@ class SimDevice final : public Device {
     uint32_t page;
   };
 
-  SimDevice(const SimDeviceConfig& config, UserFaultFd uffd, int stop_fd);
+  MemfdDevice(const MemfdDeviceConfig& config, UserFaultFd uffd, int stop_fd);
   Status StartThreads(int count, const StartStepCheck& check);
   void StopThreads();
   void FaultLoop();
@@ -218,22 +223,22 @@ class SimDevice final : public Device {
   // Every *Locked method requires mu_; RestoreLocked and DegradeLocked
   // release it for a while and hold it again when they return.
   Status Usable() const;
-  Result<SimRegion*> FindLocked(Region& region, uint32_t page) const REQUIRES(mu_);
-  SimRegion* FindByAddressLocked(uintptr_t addr) const REQUIRES(mu_);
+  Result<MemfdRegion*> FindLocked(Region& region, uint32_t page) const REQUIRES(mu_);
+  MemfdRegion* FindByAddressLocked(uintptr_t addr) const REQUIRES(mu_);
   // Brings a kHost or kUntouched page to the device (evicting as needed).
-  Status BringInLocked(SimRegion& r, uint32_t page, std::vector<Evicted>* evicted) REQUIRES(mu_);
+  Status BringInLocked(MemfdRegion& r, uint32_t page, std::vector<Evicted>* evicted) REQUIRES(mu_);
   // After a first touch of `first - 1`: populates the never-touched pages
   // from `first` on (at most fill_ahead_, up to the first page that is
   // not); returns how many.
-  uint32_t FillAheadLocked(SimRegion& r, uint32_t first, std::vector<Evicted>* evicted)
+  uint32_t FillAheadLocked(MemfdRegion& r, uint32_t first, std::vector<Evicted>* evicted)
       REQUIRES(mu_);
   // Evicts least recently migrated pages until `bytes` more fit.
   Status MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted) REQUIRES(mu_);
   // Installs zeros for a never-touched page (MISSING).
-  Status FillUntouchedLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
-  Status ZapLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
+  Status FillUntouchedLocked(MemfdRegion& r, uint32_t page) REQUIRES(mu_);
+  Status ZapLocked(MemfdRegion& r, uint32_t page) REQUIRES(mu_);
   struct PageOf {
-    SimRegion* r;
+    MemfdRegion* r;
     uint32_t page;
   };
   // By region, then page: neighbours side by side.
@@ -254,42 +259,42 @@ class SimDevice final : public Device {
   // released, then ends their flight and wakes threads that touched them.
   void PunchLeftPages(const std::vector<PageOf>& pages) EXCLUDES(mu_);
   // The one place a page's tier changes: record, resident list and counters.
-  void SetTierLocked(SimRegion& r, uint32_t page, Tier to) REQUIRES(mu_);
+  void SetTierLocked(MemfdRegion& r, uint32_t page, Tier to) REQUIRES(mu_);
   // Stops tiering a region whose fault could not be resolved, so the engine
   // thread waiting on it runs on instead of hanging. Waits for the region's
   // disk I/O and reads its spilled pages back into the memfd first.
-  void DegradeLocked(SimRegion& r, const Status& why) REQUIRES(mu_);
-  void ReleaseRegionLocked(SimRegion* r) REQUIRES(mu_);
+  void DegradeLocked(MemfdRegion& r, const Status& why) REQUIRES(mu_);
+  void ReleaseRegionLocked(MemfdRegion* r) REQUIRES(mu_);
   void Report(const std::vector<Evicted>& evicted);
   // With a host limit that `page` (just put on the host) takes the host
   // tier past: spills it now. Called with no lock held.
   void SpillOverLimit(Region& region, uint32_t page);
 
-  // Disk tier (sim_disk_tier.cc).
+  // Disk tier (memfd_disk_tier.cc).
   // Restores a kDisk page that is not in flight to the device: marks it,
   // reads it with the lock released, installs it. On an error the page
   // stays on disk and every thread waiting on it is woken to fault again.
-  Status RestoreLocked(SimRegion& r, uint32_t page, std::vector<Evicted>* evicted) REQUIRES(mu_);
+  Status RestoreLocked(MemfdRegion& r, uint32_t page, std::vector<Evicted>* evicted) REQUIRES(mu_);
   // Installs restored bytes (or, in a degraded region, copies them into the
   // memfd) and frees the slot.
-  Status InstallRestoredLocked(SimRegion& r, uint32_t page, const uint8_t* bytes,
+  Status InstallRestoredLocked(MemfdRegion& r, uint32_t page, const uint8_t* bytes,
                                std::vector<Evicted>* evicted) REQUIRES(mu_);
   // Maps `count` pages from `first` with the verified `bytes` read back
   // from SSD: write-protected where the region is protectable, and then
   // *unwritten says whether all of them are (they may carry kPageUnwritten).
-  Status InstallLocked(SimRegion& r, uint32_t first, uint32_t count, const uint8_t* bytes,
+  Status InstallLocked(MemfdRegion& r, uint32_t first, uint32_t count, const uint8_t* bytes,
                        bool* unwritten) REQUIRES(mu_);
   // Marks a kHost page in flight for a spill. nullptr: nothing to do (not
   // on the host, or already moving).
-  Result<SimRegion*> BeginSpillLocked(Region& region, uint32_t page) REQUIRES(mu_);
-  Status FinishSpillLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written)
+  Result<MemfdRegion*> BeginSpillLocked(Region& region, uint32_t page) REQUIRES(mu_);
+  Status FinishSpillLocked(MemfdRegion& r, uint32_t page, const Result<SpillSlot>& written)
       REQUIRES(mu_);
   // Pages marked by BeginSpillLocked and not yet hashed, outside the lock:
   // pages of zeros and pages whose kept copy is current leave memory
   // without a write (unless a touch came meanwhile); the others are
   // returned, to be written. A punch that fails sets the page's result.
   struct Leaving {
-    SimRegion* r;
+    MemfdRegion* r;
     uint32_t page;
     size_t index;  // into the caller's results
   };
@@ -299,7 +304,7 @@ class SimDevice final : public Device {
   // stay (the lock held, or their disk_io counted).
   static std::vector<Status> PunchRuns(const std::vector<PageOf>& pages);
   // Books a page of zeros punched out of the memfd: it becomes kUntouched.
-  void DroppedZeroPageLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
+  void DroppedZeroPageLocked(MemfdRegion& r, uint32_t page) REQUIRES(mu_);
   // Whether the page (its `bytes`, which must not change meanwhile) still
   // matches the copy on SSD it kept when it was restored (kPageDiskCopy).
   bool CopyIsCurrent(const Region& region, uint32_t page, const uint8_t* bytes) const;
@@ -311,19 +316,20 @@ class SimDevice final : public Device {
   void HandleWriteFault(uintptr_t addr);
   // Frees the page's kept copy, if it has one (the page changed, or leaves
   // the disk tier's care).
-  void DropCopyLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
+  void DropCopyLocked(MemfdRegion& r, uint32_t page) REQUIRES(mu_);
   // Books a page whose kept copy is current, punched out of the memfd: on
   // the disk tier without a write, its copy its only one again.
-  void LeftForCopyLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
-  void EndDiskIoLocked(SimRegion& r) REQUIRES(mu_);
+  void LeftForCopyLocked(MemfdRegion& r, uint32_t page) REQUIRES(mu_);
+  void EndDiskIoLocked(MemfdRegion& r) REQUIRES(mu_);
   // Reads every spilled page of a region being degraded back into its memfd.
-  void ReadBackSpilledLocked(SimRegion& r) REQUIRES(mu_);
+  void ReadBackSpilledLocked(MemfdRegion& r) REQUIRES(mu_);
   // Reads a spilled page into dst; stops the process if it cannot.
-  void ReadOrDie(const SimRegion& r, uint32_t page, uint32_t slot, uint64_t checksum, uint8_t* dst);
+  void ReadOrDie(const MemfdRegion& r, uint32_t page, uint32_t slot, uint64_t checksum,
+                 uint8_t* dst);
 
-  // The restore pipeline (sim_restore.cc, see top).
+  // The restore pipeline (memfd_restore.cc, see top).
   struct RestoreJob {
-    SimRegion* r;
+    MemfdRegion* r;
     uint32_t page;
     // A read of a spilled page (marked in flight); else a page in host
     // memory to map back (no I/O; skipped if it has moved meanwhile).
@@ -336,7 +342,7 @@ class SimDevice final : public Device {
   // Where the engine reads a region's spilled pages one after another: the
   // pages from its latest fault on are queued `window` ahead.
   struct ReadStream {
-    const SimRegion* r = nullptr;
+    const MemfdRegion* r = nullptr;
     uint32_t start = 0;               // its first fault's page
     uint32_t next = 0;                // one past the last page it queued
     uint32_t window = 0;              // pages queued past its latest fault
@@ -346,7 +352,7 @@ class SimDevice final : public Device {
     bool replicating = false;         // [lo, hi) is partly queued (the ahead limit cut it)
   };
   // The distance between equal parts of the KV cache (one layer's K and the
-  // next's, or V): learned from where faults start (see sim_restore.cc).
+  // next's, or V): learned from where faults start (see memfd_restore.cc).
   struct StrideGuess {
     uintptr_t starts[3] = {0, 0, 0};  // the latest fault addresses that began a run
     uintptr_t last = 0;               // the latest fault address
@@ -365,7 +371,7 @@ class SimDevice final : public Device {
   void ReplicateLocked(ReadStream& stream) REQUIRES(mu_);
   // Appends a job for `page` if it is to come back: a spilled page not in
   // flight (marked now), or a page in host memory. False if neither.
-  bool TakeForRestoreLocked(SimRegion& r, uint32_t page, std::vector<RestoreJob>* out)
+  bool TakeForRestoreLocked(MemfdRegion& r, uint32_t page, std::vector<RestoreJob>* out)
       REQUIRES(mu_);
   static constexpr size_t kMaxStreams = 8;
   Status StartRestorer(const StartStepCheck& check);
@@ -375,26 +381,27 @@ class SimDevice final : public Device {
   // next; a page queued already moves to the front with them. With
   // `read_here` the fault thread reads `page` itself: only what follows it
   // is queued.
-  void QueueRestoreLocked(SimRegion& r, uint32_t page, Clock::time_point since, bool read_here)
+  void QueueRestoreLocked(MemfdRegion& r, uint32_t page, Clock::time_point since, bool read_here)
       REQUIRES(mu_);
   // `fresh`: the fault starts a new stream.
-  ReadStream& StreamForLocked(const SimRegion& r, uint32_t page, bool* fresh) REQUIRES(mu_);
+  ReadStream& StreamForLocked(const MemfdRegion& r, uint32_t page, bool* fresh) REQUIRES(mu_);
   // A read of `page` the pipeline has queued but not started: taken out of
   // the queue (for a fault thread to read it itself). False if none.
-  bool TakeBackQueuedLocked(SimRegion& r, uint32_t page) REQUIRES(mu_);
+  bool TakeBackQueuedLocked(MemfdRegion& r, uint32_t page) REQUIRES(mu_);
   // Drops the queued (not yet started) restores of `r` (null: of every
   // region); their pages stay on disk and their waiters fault again.
-  void CancelRestoresLocked(const SimRegion* r) REQUIRES(mu_);
+  void CancelRestoresLocked(const MemfdRegion* r) REQUIRES(mu_);
   // Installs pages [first, first + count) of `r`, which the pipeline read
   // and verified into `bytes` (or leaves them on disk in a region being
   // destroyed); counts a page a thread waited on as a fault. False when the
   // install failed (the region is then to be degraded).
-  bool InstallRunFromPipeline(SimRegion& r, uint32_t first, uint32_t count, const uint8_t* bytes);
+  bool InstallRunFromPipeline(MemfdRegion& r, uint32_t first, uint32_t count, const uint8_t* bytes);
   // One part of it, whose evictions the staging area has room for.
-  bool InstallPartFromPipeline(SimRegion& r, uint32_t first, uint32_t count, const uint8_t* bytes);
+  bool InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32_t count,
+                               const uint8_t* bytes);
   // Ends a copy ahead: `page` keeps it if it is still in memory and has no
   // copy (else the slot is freed).
-  void FinishCopyLocked(SimRegion& r, uint32_t page, const Result<SpillSlot>& written)
+  void FinishCopyLocked(MemfdRegion& r, uint32_t page, const Result<SpillSlot>& written)
       REQUIRES(mu_);
   // Up to `most` of the oldest resident pages without a copy on SSD, while
   // the device is full enough that they are the next to be evicted.
@@ -404,10 +411,10 @@ class SimDevice final : public Device {
   size_t AheadLimit() const;
   // Ends one page's restore (queued or read): its disk I/O and its place
   // in restoring_pages_.
-  void EndRestoreLocked(SimRegion& r) REQUIRES(mu_);
+  void EndRestoreLocked(MemfdRegion& r) REQUIRES(mu_);
   // Ends the pipeline's read of the pages without installing them: they
   // stay on disk and their waiters fault again.
-  void AbandonRunLocked(SimRegion& r, uint32_t first, uint32_t count) REQUIRES(mu_);
+  void AbandonRunLocked(MemfdRegion& r, uint32_t first, uint32_t count) REQUIRES(mu_);
 
   const uint64_t capacity_;
   const char* const kind_;
@@ -443,8 +450,8 @@ class SimDevice final : public Device {
   // waiting in WaitForStagingRoom).
   CondVar staging_room_;
   // Engine view base -> region. Heap-held so a forked child can leak it.
-  std::unique_ptr<std::map<uintptr_t, SimRegion*>> by_base_ GUARDED_BY(mu_);
-  ResidentList<SimRegion> resident_ GUARDED_BY(mu_);
+  std::unique_ptr<std::map<uintptr_t, MemfdRegion*>> by_base_ GUARDED_BY(mu_);
+  ResidentList<MemfdRegion> resident_ GUARDED_BY(mu_);
   std::atomic<uint64_t> resident_bytes_{0};      // written under mu_, read by anyone
   uint8_t* zero_src_ GUARDED_BY(mu_) = nullptr;  // COPY source without ZEROPAGE
   size_t zero_src_bytes_ GUARDED_BY(mu_) = 0;
@@ -458,7 +465,7 @@ class SimDevice final : public Device {
   // comes before mu_).
   PageIo page_io_;
 
-  // The restore pipeline's queue, streams and waiters (sim_restore.cc).
+  // The restore pipeline's queue, streams and waiters (memfd_restore.cc).
   std::deque<RestoreJob> restore_queue_ GUARDED_BY(mu_);
   ReadStream streams_[kMaxStreams] GUARDED_BY(mu_);
   uint64_t stream_clock_ GUARDED_BY(mu_) = 0;
