@@ -13,7 +13,6 @@ constexpr uint32_t kRerankTicks = 100;  // re-rank untrusted groups this often
 // A first touch under pressure populates at most 1/kAheadShare of the
 // device budget ahead (in all layers).
 constexpr uint64_t kAheadShare = 64;
-constexpr size_t kMaxUnclaimed = size_t{1} << 20;  // populated blocks kept for reclaim
 // A group larger than 1/kWholeGroupShare of the device budget is neither
 // brought back whole nor prefetched: it would push out the groups in use.
 constexpr uint64_t kWholeGroupShare = 2;
@@ -286,7 +285,7 @@ void PredictivePolicy::ReadSignals(const PolicyView& view, std::vector<uint64_t>
         if (s.from == Tier::kHost || s.from == Tier::kDisk) faulted.slots.push_back(slot);
         if (s.from == Tier::kUntouched) {
           written.slots.push_back(slot);
-          PopulateAhead(first, *r, layers.size(), s.page, below_low, &ahead);
+          FillAhead(first, *r, layers.size(), s.page, below_low, &ahead);
         }
         break;
       case SignalKind::kWillNeed:
@@ -318,36 +317,23 @@ void PredictivePolicy::ReadSignals(const PolicyView& view, std::vector<uint64_t>
   }
 }
 
-void PredictivePolicy::PopulateAhead(const Region& first, const Region& r, size_t layer_count,
-                                     uint32_t page, bool below_low, SlotBatch* ahead) {
-  // And the blocks of the next populate_ahead_bytes: an allocator hands out
-  // a fresh pool in order, so they are the ones written next, by this
-  // request or the next (a few pages of room, against a population fault
-  // in every layer of every request). The engine writes a populated block
-  // without a fault, so no group may ever claim it: unclaimed_ keeps them
-  // for reclaim (DemoteUnclaimed).
-  Fronts& fronts = fronts_[first.id];
-  fronts.written = std::max(fronts.written, page + 1);
-  // Under pressure, at most 1/kAheadShare of the device each time.
+void PredictivePolicy::FillAhead(const Region& first, const Region& r, size_t layer_count,
+                                 uint32_t page, bool below_low, SlotBatch* ahead) {
+  // The blocks of the next populate_ahead_bytes (populate_ahead.h says why);
+  // under pressure, at most 1/kAheadShare of the device each time.
   uint64_t ahead_bytes = options_.populate_ahead_bytes;
   if (!below_low) {
     ahead_bytes = std::min<uint64_t>(
         ahead_bytes, device_budget_ / kAheadShare / std::max<size_t>(1, layer_count));
   }
-  const uint32_t ahead_blocks = static_cast<uint32_t>(ahead_bytes / first.page_size);
-  // Each block is queued for reclaim once (a prefill's first touches
-  // overlap in what they populate ahead).
-  for (uint32_t d = 1; d <= ahead_blocks && page + d < r.pages.size(); ++d) {
-    const uint32_t next_page = page + d;
-    const uint64_t next = PageKey(first.id, next_page);
-    ahead->slots.push_back(next);
-    if (next_page >= fronts.queued && groups_.GroupOf(next) == kNoGroup &&
-        TierOf(first, next_page) == Tier::kUntouched) {
-      unclaimed_.push_back(next);
-      fronts.queued = next_page + 1;
-    }
-  }
-  if (unclaimed_.size() > kMaxUnclaimed) unclaimed_.pop_front();
+  const uint32_t blocks = static_cast<uint32_t>(ahead_bytes / first.page_size);
+  ahead_.OnFirstTouch(
+      first.id, page, static_cast<uint32_t>(r.pages.size()), blocks,
+      [&](uint32_t next) {
+        return groups_.GroupOf(PageKey(first.id, next)) == kNoGroup &&
+               TierOf(first, next) == Tier::kUntouched;
+      },
+      &ahead->slots);
 }
 
 void PredictivePolicy::PlaceGroups(uint32_t now, const std::vector<uint64_t>& evicted) {

@@ -17,13 +17,13 @@
 //     into free room below the high watermark only: that saves the
 //     population faults of the request's next blocks and the next
 //     request's. The engine writes a block populated ahead without a fault,
-//     so no group may ever claim it. Under pressure the unclaimed blocks
-//     behind the latest first touch (handed out) are the first victims,
-//     oldest first, but only when a tick starts its demotions with no victim
-//     group's walk under way (under steady pressure they can wait long and
-//     hold device room); those ahead of it (about to be written) go only
-//     when no group is idle. A session that wrote one faults it when it next
-//     reads it, and so claims it.
+//     so no group may ever claim it (populate_ahead.h keeps them). Under
+//     pressure the unclaimed blocks behind the latest first touch (handed
+//     out) are the first victims, oldest first, but only when a tick starts
+//     its demotions with no victim group's walk under way (under steady
+//     pressure they can wait long and hold device room); those ahead of it
+//     (about to be written) go only when no group is idle. A session that
+//     wrote one faults it when it next reads it, and so claims it.
 //  2. Prediction (KVTIER_PREDICT). Off-device groups whose return is trusted
 //     (and that are no larger than half the device)
 //     come back ahead of it (kPrefetch), soonest first: into free room below
@@ -96,6 +96,7 @@
 
 #include "policies/access_groups.h"
 #include "policies/policy_util.h"
+#include "policies/populate_ahead.h"
 #include "policies/prefetch.h"
 #include "runtime/policy.h"
 
@@ -244,15 +245,16 @@ class PredictivePolicy : public Policy {
   Step PromoteGroup(Plan& plan, GroupId g, MoveClass why, bool leave_marker);
   bool CanDemote(const Plan& plan, uint64_t bytes) const;
   // Decide's phases, in its order: the tick's signals become evidence,
-  // demand slots and queues (ReadSignals, with PopulateAhead for a first
+  // demand slots and queues (ReadSignals, with FillAhead for a first
   // touch); the groups the evidence touched, freed or evicted are placed
   // again (PlaceGroups); probes and evidence that aged mark groups idle
   // (ExpireIdle); then the numbered steps above: Demand, Probe, Prefetch,
   // KeepWatermarks, Spill.
   struct SlotBatch;
   void ReadSignals(const PolicyView& view, std::vector<uint64_t>* evicted);
-  void PopulateAhead(const Region& first, const Region& r, size_t layer_count, uint32_t page,
-                     bool below_low, SlotBatch* ahead);
+  // The blocks a first touch of `page` populates ahead, into `ahead`.
+  void FillAhead(const Region& first, const Region& r, size_t layer_count, uint32_t page,
+                 bool below_low, SlotBatch* ahead);
   void PlaceGroups(uint32_t now, const std::vector<uint64_t>& evicted);
   void ExpireIdle(uint32_t now);
   void Demand(Plan& plan);
@@ -290,18 +292,9 @@ class PredictivePolicy : public Policy {
   GroupId evicting_ = kNoGroup;
   GroupId spilling_ = kNoGroup;
   std::deque<uint64_t> hinted_, cold_;  // PageKeys
-  // Slots populated ahead with no group then, oldest first, and the layer
-  // the front one's reclaim is at.
-  std::deque<uint64_t> unclaimed_;
-  uint32_t unclaimed_layer_ = 0;
-  // Per first-layer region: one past the latest block first touched (the
-  // allocator's front, behind which a block populated ahead was handed
-  // out), and one past the latest block queued in unclaimed_.
-  struct Fronts {
-    uint32_t written = 0;
-    uint32_t queued = 0;
-  };
-  std::unordered_map<RegionId, Fronts> fronts_;
+  // Slots populated ahead with no group then, for reclaim
+  // (DemoteUnclaimed), and each region's front of first touches.
+  PopulateAhead ahead_;
   // Pages the device evicted itself, oldest first: spill candidates when no
   // off-device group has host pages left (their groups may still be in use).
   std::deque<uint64_t> evicted_pages_;

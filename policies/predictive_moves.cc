@@ -18,27 +18,24 @@ bool PredictivePolicy::CanDemote(const Plan& plan, uint64_t bytes) const {
 }
 
 bool PredictivePolicy::DemoteUnclaimed(Plan& plan, MoveClass why, bool unwritten_too) {
-  while (!unclaimed_.empty()) {
-    const uint64_t slot = unclaimed_.front();
-    if (!unwritten_too) {
-      const auto fronts = fronts_.find(KeyRegion(slot));
-      if (fronts == fronts_.end() || KeyPage(slot) >= fronts->second.written) return false;
-    }
+  while (!ahead_.empty()) {
+    const uint64_t slot = ahead_.front();
+    if (!unwritten_too && !ahead_.HandedOut(slot)) return false;
     Region* head = groups_.GroupOf(slot) == kNoGroup ? index_.Find(KeyRegion(slot)) : nullptr;
     const std::vector<Region*>* layers = head ? &index_.Siblings(head->size) : nullptr;
     const uint32_t page = KeyPage(slot);
-    for (; layers && unclaimed_layer_ < layers->size(); ++unclaimed_layer_) {
-      const Region& r = *(*layers)[unclaimed_layer_];
+    uint32_t& layer = ahead_.front_layer();
+    for (; layers && layer < layers->size(); ++layer) {
+      const Region& r = *(*layers)[layer];
       if (page >= r.pages.size() || TierOf(r, page) != Tier::kDevice || !Movable(r.pages[page])) {
         continue;
       }
       if (!CanDemote(plan, r.page_size)) return false;
       PlanDemotion(plan, r, page, why);
-      ++unclaimed_layer_;
+      ++layer;
       return true;
     }
-    unclaimed_.pop_front();  // claimed by a group, gone, or reclaimed in every layer
-    unclaimed_layer_ = 0;
+    ahead_.PopFront();  // claimed by a group, gone, or reclaimed in every layer
   }
   return false;
 }
