@@ -28,8 +28,8 @@ TEST(PopulateAhead, AFirstTouchPopulatesTheNextBlocksWithinItsRegion) {
   PopulateAhead book;
   std::vector<uint64_t> ahead;
   book.OnFirstTouch(7, 3, 100, 4, AllUnclaimed(), &ahead);
-  EXPECT_EQ(ahead, (std::vector<uint64_t>{PageKey(7, 4), PageKey(7, 5), PageKey(7, 6),
-                                          PageKey(7, 7)}));
+  EXPECT_EQ(ahead,
+            (std::vector<uint64_t>{PageKey(7, 4), PageKey(7, 5), PageKey(7, 6), PageKey(7, 7)}));
   // Near the region's end: only what is left of it.
   ahead.clear();
   book.OnFirstTouch(7, 97, 100, 4, AllUnclaimed(), &ahead);
@@ -56,7 +56,8 @@ TEST(PopulateAhead, OnlyUnclaimedBlocksAreQueued) {
   PopulateAhead book;
   std::vector<uint64_t> ahead;
   const std::set<uint32_t> claimed = {2, 4};  // a group holds them, or they were written
-  book.OnFirstTouch(1, 0, 64, 5, [&](uint32_t page) { return !claimed.count(page); }, &ahead);
+  book.OnFirstTouch(
+      1, 0, 64, 5, [&](uint32_t page) { return !claimed.count(page); }, &ahead);
   EXPECT_EQ(ahead.size(), 5u) << "claimed blocks are still populated";
   EXPECT_EQ(Drain(book), (std::vector<uint64_t>{PageKey(1, 1), PageKey(1, 3), PageKey(1, 5)}));
 }
@@ -68,8 +69,8 @@ TEST(PopulateAhead, RegionsKeepTheirOwnFronts) {
   book.OnFirstTouch(2, 10, 64, 2, AllUnclaimed(), &ahead);
   // Region 1's queue front does not hold back region 2's blocks.
   book.OnFirstTouch(2, 0, 64, 2, AllUnclaimed(), &ahead);
-  EXPECT_EQ(Drain(book), (std::vector<uint64_t>{PageKey(1, 1), PageKey(1, 2), PageKey(2, 11),
-                                                PageKey(2, 12)}))
+  EXPECT_EQ(Drain(book),
+            (std::vector<uint64_t>{PageKey(1, 1), PageKey(1, 2), PageKey(2, 11), PageKey(2, 12)}))
       << "region 2's front is past block 2 already (queued up to 12)";
 }
 
