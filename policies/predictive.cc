@@ -97,30 +97,25 @@ void PredictivePolicy::Probe(Plan& plan) {
   const uint32_t now = plan.now;
   const TierUsage& dev = plan.view.device();
   const bool pressure = dev.budget && plan.dev_used > dev.low;
-  // A session that came back under pressure makes the others recently used
-  // suspects at once: a probe tells within a step whether they still are.
-  const uint32_t age = probe_all_ ? 1 : options_.active_ticks;
-  probe_all_ = false;
-  while (!recent_.empty() && recent_.front().first + age <= now) {
-    const auto [tick, g] = recent_.front();
+  // A session that came back under pressure made the others recently used
+  // suspects at once (SuspectAll): a probe tells within a step whether they
+  // still are.
+  using Visited = ProbeBook::Visited;
+  probes_.VisitAged(now, options_.active_ticks, [&](uint32_t tick, GroupId g) {
     if (!groups_.Alive(g) || groups_.group(g).last_active != tick || g == groups_.shared() ||
         PlaceOf(g).where != Where::kDevice || place_[g].probed > tick) {
-      recent_.pop_front();  // used again since, gone, or probed already
-      continue;
+      return Visited::kDone;  // used again since, gone, or probed already
     }
-    if (!pressure) break;                     // probe later, if memory gets tight
+    if (!pressure) return Visited::kLater;  // probe later, if memory gets tight
+    if (!ArmMarker(plan, g)) return Visited::kBlocked;
     if (now - tick >= options_.idle_ticks) {  // idle long enough: no probe needed
-      if (!ArmMarker(plan, g)) return;
       Rank(g, Where::kDevice, now);
-      recent_.pop_front();
-      continue;
+    } else {
+      place_[g].probed = now;
+      probes_.Start(now + options_.probe_ticks, g);
     }
-    if (!ArmMarker(plan, g)) return;
-    place_[g].probed = now;
-    probes_.emplace_back(now + options_.probe_ticks, g);
-    recent_.pop_front();
-  }
-  if (recent_.size() > (1u << 16)) recent_.pop_front();
+    return Visited::kDone;
+  });
 }
 
 GroupId PredictivePolicy::PickVictim(const Set& trusted, const Set& lru, uint32_t now,
@@ -215,7 +210,7 @@ void PredictivePolicy::OnVisit(const EpisodeVisit& v, uint32_t now) {
   if (evicting_ == g) evicting_ = kNoGroup;
   if (spilling_ == g) spilling_ = kNoGroup;
   const bool away = returning;
-  if (away) probe_all_ = true;  // a return: who else is still in use?
+  if (away) probes_.SuspectAll();  // a return: who else is still in use?
   Rank(g, Where::kDevice, now);
   if (away && p.queued == 0 && !TooLargeToMoveWhole(g)) {
     ++p.queued;
@@ -340,7 +335,7 @@ void PredictivePolicy::PlaceGroups(uint32_t now, const std::vector<uint64_t>& ev
   groups_.EndTick(now, &visits_);
   if (place_.size() < groups_.capacity()) place_.resize(groups_.capacity());
   for (GroupId g : groups_.touched()) {
-    recent_.emplace_back(now, g);
+    probes_.Note(now, g);
     // Faulting back: its pages return (the faulted slots now, the rest of
     // the group when its visit is weighed, at the episode's close; returned_at
     // keeps for that visit that it was off the device). A group ranked idle
@@ -358,7 +353,7 @@ void PredictivePolicy::PlaceGroups(uint32_t now, const std::vector<uint64_t>& ev
   // of its own: it is probed from then on too, or its next use, served from
   // the device, would go unseen.
   if (const GroupId w = groups_.written(); groups_.Alive(w)) {
-    recent_.emplace_back(groups_.group(w).last_active, w);
+    probes_.Note(groups_.group(w).last_active, w);
     if (place_[w].where == Where::kDevice && place_[w].idle) Rank(w, Where::kDevice, now);
   }
   for (GroupId g : groups_.TakeFreed()) {
@@ -389,19 +384,17 @@ void PredictivePolicy::PlaceGroups(uint32_t now, const std::vector<uint64_t>& ev
   }
   for (const EpisodeVisit& v : visits_) {
     OnVisit(v, now);
-    if (groups_.Alive(v.group)) recent_.emplace_back(groups_.group(v.group).last_active, v.group);
+    if (groups_.Alive(v.group)) probes_.Note(groups_.group(v.group).last_active, v.group);
   }
 }
 
 void PredictivePolicy::ExpireIdle(uint32_t now) {
   // Probes whose window passed without a fault: those groups are idle.
-  while (!probes_.empty() && probes_.front().first <= now) {
-    const GroupId g = probes_.front().second;
-    probes_.pop_front();
+  probes_.Expire(now, [&](GroupId g) {
     if (groups_.Alive(g) && place_[g].where == Where::kDevice && !place_[g].idle && Idle(g, now)) {
       Rank(g, Where::kDevice, now);
     }
-  }
+  });
   // Groups without evidence for idle_ticks are idle whether or not a probe
   // asked (the oldest evidence is at the front): a victim pick must see them,
   // or a group of long ago outstays every recently used one.

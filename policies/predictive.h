@@ -45,6 +45,7 @@
 //     and is probed from then on. A probe without a
 //     fault for probe_ticks, or idle_ticks without evidence, makes the group
 //     idle; until then a group with evidence in active_ticks is in use.
+//     (probe_book.h keeps the candidates and the probes out.)
 //  4. Victims are whole idle groups, demoted page by page as room is needed,
 //     a block in every layer at a time, in the order the blocks were written
 //     (a group of sessions prefilled together loses its oldest session first):
@@ -98,6 +99,7 @@
 #include "policies/policy_util.h"
 #include "policies/populate_ahead.h"
 #include "policies/prefetch.h"
+#include "policies/probe_book.h"
 #include "runtime/policy.h"
 
 namespace kvtier {
@@ -272,7 +274,6 @@ class PredictivePolicy : public Policy {
   // last use; device groups not known idle, by last evidence; off-device
   // groups, the same two ways. A tick looks at the front of a set only.
   Set dev_trusted_, dev_lru_, dev_active_, away_trusted_, away_lru_;
-  std::deque<std::pair<uint32_t, GroupId>> probes_;  // (window end, group) of probes out
   struct Signal1 {
     RegionId region;
     uint32_t page;
@@ -300,10 +301,9 @@ class PredictivePolicy : public Policy {
   std::deque<uint64_t> evicted_pages_;
   ScanBackoff spill_scan_;  // Spill's last resort, a scan of every host page
   std::vector<EpisodeVisit> visits_;
-  std::deque<std::pair<uint32_t, GroupId>> recent_;  // (tick, group) of evidence, oldest first
+  ProbeBook probes_;  // probe candidates (evidence, oldest first) and probes out
   uint32_t last_rerank_ = 0;
   uint64_t ranked_version_ = 0;
-  bool probe_all_ = false;
   // The latest tick the device evicted a page itself (0: never).
   uint32_t last_driver_eviction_ = 0;
   uint64_t device_budget_ = 0;  // this tick's
