@@ -20,7 +20,7 @@ using testing::kTestTickNs;
 double PagesPerTick(double pages) { return pages * kTestPage / (kTestTickNs / 1e9); }
 
 struct Rig {
-  explicit Rig(const std::string& pages, MoverConfig config = {}) : device(&regions) {
+  explicit Rig(const std::string& pages, MoverConfig config = {}) : device(&regions, kTestPage) {
     auto r = std::make_shared<Region>(1, 0x100000000ull, pages.size() * kTestPage, kTestPage, "t");
     for (size_t i = 0; i < pages.size(); ++i) {
       r->pages[i].tier = pages[i] == 'D'   ? Tier::kDevice
@@ -233,7 +233,7 @@ TEST(Mover, ADroppedZeroPageCostsNoSpillBudget) {
   auto r = std::make_shared<Region>(1, 0x100000000ull, 3 * kTestPage, kTestPage, "t");
   for (uint32_t p = 0; p < 3; ++p) r->pages[p].tier = Tier::kHost;
   regions.push_back(r);
-  InstantDevice device(&regions);
+  InstantDevice device(&regions, kTestPage);
   device.zero_pages = {1};
   ManualClock clock;
   MoverConfig config;

@@ -3,10 +3,10 @@
 //
 // Pages are written as strings, one char per page: D device, H host, S disk,
 // U untouched, P device+pinned, M device+in-flight, W host+will-need
-// (SetPage). Signals go through
-// TickEngine::ApplySignals; Tick() runs TickEngine::Tick on an InstantDevice
-// (each move takes effect at once), so tests see what the policy decided
-// and the page states after the shipped mover executed it, tick after tick.
+// (SetPage). Signals go through TickEngine::ApplySignals; Tick() runs
+// TickEngine::Tick on an InstantDevice (tests/testing/instant_device.h: each
+// move takes effect at once), so tests see what the policy decided and the
+// page states after the shipped mover executed it, tick after tick.
 // Thread-safety: test thread only.
 #pragma once
 
@@ -22,6 +22,7 @@
 #include "runtime/device/device.h"
 #include "runtime/policy.h"
 #include "runtime/tick_engine.h"
+#include "tests/testing/instant_device.h"
 
 namespace kvtier::testing {
 
@@ -54,62 +55,9 @@ inline void SetPage(PageRecord& rec, char letter) {
   ADD_FAILURE() << "no page state is written '" << letter << "'";
 }
 
-// A device whose moves take effect at once: a page changes tier in the call.
-// Residency is counted over the bed's regions; capacity is what the test
-// says for the tick.
-class InstantDevice final : public Device {
- public:
-  explicit InstantDevice(const std::vector<RegionPtr>* regions) : regions_(regions) {}
-  const char* kind() const override { return "instant"; }
-  Result<RegionPtr> CreateRegion(RegionId, size_t, size_t, std::string) override {
-    return Status::Error("instant device: the bed makes regions");
-  }
-  void DestroyRegion(Region&) override {}
-  Status Demote(Region& region, uint32_t page) override {
-    return Flip(region, page, Tier::kHost, [](Tier t) { return t == Tier::kDevice; });
-  }
-  Status Promote(Region& region, uint32_t page) override {
-    return Flip(region, page, Tier::kDevice, [](Tier t) { return t != Tier::kDevice; });
-  }
-  Status Spill(Region& region, uint32_t page) override {
-    if (zero_pages.count(page) && region.pages[page].tier.load() == Tier::kHost) {
-      region.pages[page].tier.store(Tier::kUntouched);  // dropped, written nowhere
-      return Status::Ok();
-    }
-    return Flip(region, page, Tier::kDisk, [](Tier t) { return t == Tier::kHost; });
-  }
-  // Pages that hold zeros: a spill drops them (untouched again), as the
-  // simulated GPU does.
-  std::set<uint32_t> zero_pages;
-  uint64_t resident_bytes() const override { return Count(Tier::kDevice) * kTestPage; }
-  uint64_t capacity_bytes() const override { return capacity_; }
-  void set_capacity(uint64_t bytes) { capacity_ = bytes; }
-  uint64_t Count(Tier t) const {
-    uint64_t n = 0;
-    for (const auto& r : *regions_)
-      for (size_t i = 0; i < r->pages.size(); ++i) n += r->pages[i].tier.load() == t;
-    return n;
-  }
-  std::vector<Move> log;          // every move carried out, in order
-  std::function<void()> on_move;  // called after each move (a test's clock)
-
- private:
-  template <typename From>
-  Status Flip(Region& region, uint32_t page, Tier to, From from) {
-    PageRecord& rec = region.pages[page];
-    if (!from(rec.tier.load())) return Status::Ok();
-    rec.tier = to;
-    log.push_back({region.id, page, to});
-    if (on_move) on_move();
-    return Status::Ok();
-  }
-  const std::vector<RegionPtr>* regions_;
-  uint64_t capacity_ = 0;
-};
-
 class PolicyBed {
  public:
-  PolicyBed() : device_(&regions_) {}
+  PolicyBed() : device_(&regions_, kTestPage) {}
 
   Region& AddRegion(const std::string& pages) {
     auto r = std::make_shared<Region>(static_cast<RegionId>(regions_.size() + 1),

@@ -4,9 +4,9 @@
 // pressure: the device holds a quarter of the pages at its high watermark,
 // and every tick 64 pages fault back from the host (an engine touching KV
 // that had left), so the policy has to make room for them.
-// Prints ns per tick, ns per signal and the worst tick. The device is a
-// stand-in that moves a page by changing its tier; nothing else differs
-// from the runtime.
+// Prints ns per tick, ns per signal and the worst tick. The device is the
+// tests' InstantDevice (tests/testing/instant_device.h), which moves a page
+// by changing its tier; nothing else differs from the runtime.
 //   build/tools/perf/policy_tick [--benchmark_filter=predictive]
 #include <benchmark/benchmark.h>
 
@@ -21,6 +21,7 @@
 #include "runtime/clock.h"
 #include "runtime/device/device.h"
 #include "runtime/tick_engine.h"
+#include "tests/testing/instant_device.h"
 
 namespace kvtier {
 namespace {
@@ -29,47 +30,19 @@ constexpr size_t kPage = 64 << 10;
 constexpr int kLayers = 32;
 constexpr uint32_t kFaultsPerTick = 64;
 
-// Moves take effect at once; residency is counted as pages change tier.
-class StandInDevice final : public Device {
- public:
-  const char* kind() const override { return "stand-in"; }
-  Result<RegionPtr> CreateRegion(RegionId, size_t, size_t, std::string) override {
-    return Status::Error("stand-in device: the benchmark makes regions");
-  }
-  void DestroyRegion(Region&) override {}
-  Status Demote(Region& r, uint32_t p) override { return Set(r, p, Tier::kHost), Status::Ok(); }
-  Status Promote(Region& r, uint32_t p) override { return Set(r, p, Tier::kDevice), Status::Ok(); }
-  Status Spill(Region& r, uint32_t p) override { return Set(r, p, Tier::kDisk), Status::Ok(); }
-  uint64_t resident_bytes() const override { return resident_ * kPage; }
-  uint64_t capacity_bytes() const override { return capacity_ * kPage; }
-
-  void set_capacity(uint64_t pages) { capacity_ = pages; }
-  void Set(Region& r, uint32_t p, Tier to) {
-    PageRecord& rec = r.pages[p];
-    const Tier from = rec.tier.load(std::memory_order_relaxed);
-    if (from == to) return;
-    if (from == Tier::kDevice) --resident_;
-    if (to == Tier::kDevice) ++resident_;
-    rec.tier.store(to, std::memory_order_relaxed);
-  }
-
- private:
-  uint64_t resident_ = 0;
-  uint64_t capacity_ = 0;
-};
-
 void PolicyTick(benchmark::State& state, const std::string& name) {
   const uint64_t pages = static_cast<uint64_t>(state.range(0));
   const uint32_t per_layer = static_cast<uint32_t>(pages / kLayers);
   std::vector<RegionPtr> regions;
-  StandInDevice device;
+  testing::InstantDevice device(kPage);  // residency counted as tiers change
+  device.keep_log = false;
   for (int l = 0; l < kLayers; ++l) {
     regions.push_back(std::make_shared<Region>(l + 1, (static_cast<uint64_t>(l) + 1) << 40,
                                                uint64_t{per_layer} * kPage, kPage, "layer"));
   }
   // A quarter of the pages fit the device; it holds them up to its high
   // watermark, the rest is on the host.
-  device.set_capacity(pages / 4);
+  device.set_capacity(pages / 4 * kPage);
   const uint64_t resident = pages / 4 * 9 / 10;
   for (uint64_t i = 0; i < pages; ++i) {
     Region& r = *regions[i % kLayers];
