@@ -1,6 +1,7 @@
-// The process's runtime: its options, the backend choice, the one instance
-// and what fork and exit do to it (Runtime::Get and Runtime::ProcessOptions,
-// see runtime.h). Everything else about a runtime is in runtime.cc.
+// The process's runtime: its options, the backend choice, the parts each
+// backend's runtime is made of (bootstrap.h), the one instance and what fork
+// and exit do to it (Runtime::Get and Runtime::ProcessOptions, see
+// runtime.h). Everything else about a runtime is in runtime.cc.
 #include "runtime/bootstrap.h"
 
 #include <pthread.h>
