@@ -91,9 +91,11 @@ stop_server() {
 python3 "$here/random_gguf.py" "$work/m.gguf" --layers 4 --embd 256 --heads 4 --seed 1 >/dev/null
 # 3 users at a time, 2 rounds, prompts of about 100 + 300 tokens: a user's KV
 # is ~1.6 MiB (4 KiB a token). keep has a slot for every user the trace
-# brings (about 8): a KV buffer of 12 slots x 1024 cells = 48 MiB.
+# brings (about 8): a KV buffer of 12 slots x 1024 cells = 48 MiB. Every
+# request is measured (--warmup 0), so the request log has rows even when a
+# loaded machine answers few questions in the trace's 8 s.
 client=("$bench" multiround --num-users 3 --num-rounds 2 --shared-system-prompt 100
-        --user-history-prompt 300 --answer-len 8 --qps 1.5 --time 6
+        --user-history-prompt 300 --answer-len 8 --qps 1.5 --warmup 0 --time 8
         --enforce-strict-concurrent-users --request-timeout 60 --quiet)
 server=("$node" "$here/openai_server.mjs" --model "$work/m.gguf" --ctx 1024)
 
