@@ -478,7 +478,18 @@ void Runtime::WriteStatsFile(const std::string& path) {
   sep = ", ";
 #include "kvtier/stats_fields.def"
 #undef KVTIER_STAT
-  json += "}}\n";
+  json += "}";
+  if (fault_env_) {
+    // KVTIER_DISK_FAULTS: what each kind of fault fired, every kind named.
+    json += ", \"faults_injected\": {";
+    for (int k = 0; k < kFaultKinds; ++k) {
+      const auto f = static_cast<Fault>(k);
+      json += std::string(k ? ", " : "") + "\"" + FaultName(f) +
+              "\": " + std::to_string(fault_env_->injected(f));
+    }
+    json += "}";
+  }
+  json += "}\n";
   FILE* f = fopen(path.c_str(), "w");
   if (f == nullptr || fputs(json.c_str(), f) < 0 || fclose(f) != 0) {
     Log(0, "KVTIER_STATS_FILE=%s: cannot write it: %s", path.c_str(), strerror(errno));

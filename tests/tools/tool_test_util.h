@@ -64,5 +64,7 @@ bool PollUntil(const std::function<bool()>& done, std::chrono::milliseconds time
 // Writes `data` to `path` (creating it with `mode`); false on error.
 bool WriteFile(const std::string& path, const void* data, size_t len, int mode = 0600);
 bool FileExists(const std::string& path);
+// The whole of the file at `path` into *out; false if it cannot be read.
+bool ReadFile(const std::string& path, std::string* out);
 
 }  // namespace kvtier::testing

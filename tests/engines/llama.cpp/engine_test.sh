@@ -115,17 +115,18 @@ host_case() {
     { engine_failed "$name" "$out" "KVTIER_BACKEND=host, faults $faults"; return; }
   same_tokens "$name" "$out" "KVTIER_BACKEND=host, faults $faults" || return 0
   # The counters from KVTIER_STATS_FILE (the summary is for people).
-  local matched spilled restored faulted errors injected over_bytes
-  read -r matched spilled restored faulted errors over_bytes < <(python3 -c '
+  local matched spilled restored faulted errors over_bytes resident injected
+  read -r matched spilled restored faulted errors over_bytes resident injected < <(python3 -c '
 import json, sys
-c = json.load(open(sys.argv[1]))["counters"]
+stats = json.load(open(sys.argv[1]))
+c = stats["counters"]
 budget = c["device_budget_bytes"] + c["host_budget_bytes"]
+fired = ", ".join(f"{k} {n}" for k, n in stats.get("faults_injected", {}).items() if n)
+peak_mib = c["resident_peak_bytes"] / 2**20
 print(c["matched_allocations"], c["spilled_pages"], c["restored_pages"], c["faults"],
-      c["spill_errors"] + c["restore_errors"], max(0, c["resident_peak_bytes"] - budget))
-' "$out.json" 2>/dev/null || echo "0 0 0 0 0 0")
-  injected=$(sed -nE 's/^ *faults injected +//p' "$out.err")
-  local resident
-  resident=$(sed -nE 's/^ *resident memory +peak ([^;]*).*/\1/p' "$out.err")
+      c["spill_errors"] + c["restore_errors"], max(0, c["resident_peak_bytes"] - budget),
+      f"{peak_mib:.2f}MiB", fired)
+' "$out.json" 2>/dev/null || echo "0 0 0 0 0 0 ?")
   # Under injected write errors the store backs off (100 ms, doubling) after
   # each, so such a short run may spill little or nothing: there the errors
   # must be counted, and the tokens stay identical whatever was spilled.
