@@ -18,71 +18,13 @@
 #include <mutex>
 #include <vector>
 
+#include "tests/testing/fake_cuda_driver.h"
+
 namespace kvtier::cuda {
 namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kPage = 2 * kMiB;
-
-// The fake driver's state; the tests run one at a time in a process.
-struct Move {
-  CUdeviceptr ptr;
-  size_t bytes;
-  bool to_host;
-  CUstream stream;
-};
-struct Fake {
-  std::vector<Move> prefetches;
-  std::vector<std::pair<CUmem_advise, bool>> advice;  // (advice, to_host)
-  size_t free_bytes = size_t{64} << 30;
-  int stream_priority = 99;
-  int allocations = 0;
-  int frees = 0;
-} g_fake;
-
-CUstream const kStream = reinterpret_cast<CUstream>(0x5);
-
-CUresult AllocManaged(CUdeviceptr* p, size_t bytes, unsigned flags) {
-  void* mem = nullptr;
-  if (flags != CU_MEM_ATTACH_GLOBAL || posix_memalign(&mem, kPage, bytes) != 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  ++g_fake.allocations;
-  *p = reinterpret_cast<CUdeviceptr>(mem);
-  return CUDA_SUCCESS;
-}
-CUresult Free(CUdeviceptr p) {
-  ++g_fake.frees;
-  free(reinterpret_cast<void*>(p));
-  return CUDA_SUCCESS;
-}
-CUresult PrefetchLoc(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned, CUstream s) {
-  g_fake.prefetches.push_back({p, n, loc.type == CU_MEM_LOCATION_TYPE_HOST, s});
-  return CUDA_SUCCESS;
-}
-CUresult AdviseLoc(CUdeviceptr, size_t, CUmem_advise a, CUmemLocation loc) {
-  g_fake.advice.push_back({a, loc.type == CU_MEM_LOCATION_TYPE_HOST});
-  return CUDA_SUCCESS;
-}
-CUresult Sync(CUstream) { return CUDA_SUCCESS; }
-CUresult Range(int* least, int* greatest) {
-  *least = 0;
-  *greatest = -5;
-  return CUDA_SUCCESS;
-}
-CUresult MakeStream(CUstream* s, unsigned, int priority) {
-  g_fake.stream_priority = priority;
-  *s = kStream;
-  return CUDA_SUCCESS;
-}
-CUresult MemInfo(size_t* free_bytes, size_t* total) {
-  *free_bytes = g_fake.free_bytes;
-  *total = size_t{80} << 30;
-  return CUDA_SUCCESS;
-}
-CUresult ErrorName(CUresult, const char** s) {
-  *s = "CUDA_ERROR_FAKE";
-  return CUDA_SUCCESS;
-}
 
 struct Events : DeviceEvents {
   std::mutex mu;
@@ -101,19 +43,9 @@ struct Events : DeviceEvents {
 class UvmDeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    g_fake = Fake{};
-    DriverApi api;
-    api.cuMemAllocManaged = AllocManaged;
-    api.cuMemFree = Free;
-    api.cuMemPrefetchAsyncLocation = PrefetchLoc;
-    api.cuMemAdviseLocation = AdviseLoc;
-    api.cuStreamSynchronize = Sync;
-    api.cuCtxGetStreamPriorityRange = Range;
-    api.cuStreamCreateWithPriority = MakeStream;
-    api.cuMemGetInfo = MemInfo;
-    api.cuGetErrorName = ErrorName;
+    fake::Reset(1, size_t{64} << 30);
     UvmDeviceConfig config;
-    config.api = api;
+    config.api = fake::Api(/*batch_calls=*/false);
     config.device = 0;
     config.budget.all = 4 * kMiB;  // two pages
     config.page_size = kPage;
@@ -161,11 +93,11 @@ TEST_F(UvmDeviceTest, RegionsAreManagedMemoryOfWholePages) {
   EXPECT_EQ(TierOf(region, 2), Tier::kUntouched);
   EXPECT_STREQ(dev_->kind(), "cuda");
   EXPECT_EQ(dev_->capacity_bytes(), 4 * kMiB);
-  EXPECT_EQ(g_fake.allocations, 1);
+  EXPECT_EQ(fake::State().allocated, 1);
   // The migration stream has the lowest priority the device offers.
-  EXPECT_EQ(g_fake.stream_priority, 0);
+  EXPECT_EQ(fake::State().stream_priority, 0);
   dev_->DestroyRegion(*region);
-  EXPECT_EQ(g_fake.frees, 1);
+  EXPECT_EQ(fake::State().freed, 1);
   EXPECT_EQ(region->backend, nullptr);
 }
 
@@ -173,30 +105,30 @@ TEST_F(UvmDeviceTest, PromoteAndDemoteMoveOnePageOnTheBackendStream) {
   RegionPtr region = dev_->CreateRegion(1, 6 * kMiB, kPage, "kv").value();
   ASSERT_TRUE(dev_->Promote(*region, 1).ok());
   EXPECT_EQ(TierOf(region, 1), Tier::kDevice);
-  ASSERT_EQ(g_fake.prefetches.size(), 1u);
-  EXPECT_EQ(g_fake.prefetches[0].ptr, region->base + kPage);
-  EXPECT_EQ(g_fake.prefetches[0].bytes, kPage);
-  EXPECT_FALSE(g_fake.prefetches[0].to_host);
-  EXPECT_EQ(g_fake.prefetches[0].stream, kStream);
-  ASSERT_FALSE(g_fake.advice.empty());
-  EXPECT_EQ(g_fake.advice.back().first, CU_MEM_ADVISE_SET_PREFERRED_LOCATION);
+  ASSERT_EQ(fake::State().prefetches.size(), 1u);
+  EXPECT_EQ(fake::State().prefetches[0].ptr, region->base + kPage);
+  EXPECT_EQ(fake::State().prefetches[0].bytes, kPage);
+  EXPECT_EQ(fake::State().prefetches[0].device, 0);
+  EXPECT_EQ(fake::State().prefetches[0].stream, fake::StreamOf(0));
+  ASSERT_FALSE(fake::State().advice.empty());
+  EXPECT_EQ(fake::State().advice.back().advice, CU_MEM_ADVISE_SET_PREFERRED_LOCATION);
   EXPECT_EQ(dev_->resident_bytes(), kPage);
   EXPECT_EQ(Counters::Get(counters_.promoted_pages), 1u);
   EXPECT_EQ(Counters::Get(counters_.device_used_bytes), kPage);
 
   ASSERT_TRUE(dev_->Promote(*region, 1).ok());  // resident: nothing to do
-  EXPECT_EQ(g_fake.prefetches.size(), 1u);
+  EXPECT_EQ(fake::State().prefetches.size(), 1u);
 
   ASSERT_TRUE(dev_->Demote(*region, 1).ok());
   EXPECT_EQ(TierOf(region, 1), Tier::kHost);
-  ASSERT_EQ(g_fake.prefetches.size(), 2u);
-  EXPECT_TRUE(g_fake.prefetches[1].to_host);
-  EXPECT_EQ(g_fake.advice.back().first, CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION);
+  ASSERT_EQ(fake::State().prefetches.size(), 2u);
+  EXPECT_EQ(fake::State().prefetches[1].device, -1);
+  EXPECT_EQ(fake::State().advice.back().advice, CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION);
   EXPECT_EQ(dev_->resident_bytes(), 0u);
   EXPECT_EQ(Counters::Get(counters_.demoted_pages), 1u);
   EXPECT_EQ(Counters::Get(counters_.host_used_bytes), kPage);
   ASSERT_TRUE(dev_->Demote(*region, 0).ok());  // untouched: nothing to do
-  EXPECT_EQ(g_fake.prefetches.size(), 2u);
+  EXPECT_EQ(fake::State().prefetches.size(), 2u);
   EXPECT_FALSE(dev_->Promote(*region, 3).ok());  // no such page
 }
 
@@ -218,12 +150,12 @@ TEST_F(UvmDeviceTest, PromoteMakesRoomWithinTheCapacity) {
 
 TEST_F(UvmDeviceTest, PromoteLeavesHeadroomForTheEngine) {
   RegionPtr region = dev_->CreateRegion(1, 2 * kMiB, kPage, "kv").value();
-  g_fake.free_bytes = 100 * kMiB;  // less than the 256 MiB headroom
+  fake::State().free_bytes[0] = 100 * kMiB;  // less than the 256 MiB headroom
   Status s = dev_->Promote(*region, 0);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("kept free for the engine"), std::string::npos) << s.message();
   EXPECT_NE(TierOf(region, 0), Tier::kDevice);
-  EXPECT_TRUE(g_fake.prefetches.empty());
+  EXPECT_TRUE(fake::State().prefetches.empty());
 }
 
 TEST_F(UvmDeviceTest, FaultRecordsMakePagesResidentAndReachTheRuntime) {
@@ -267,7 +199,7 @@ TEST_F(UvmDeviceTest, MaintainSendsPagesFaultedInBeyondTheCapacityBack) {
   dev_->Maintain();
   EXPECT_EQ(dev_->resident_bytes(), 4 * kMiB);
   EXPECT_EQ(TierOf(region, 0), Tier::kHost);  // the least recently migrated
-  EXPECT_TRUE(g_fake.prefetches.back().to_host);
+  EXPECT_EQ(fake::State().prefetches.back().device, -1);
 }
 
 TEST_F(UvmDeviceTest, RecordsElsewhereAndThrashingChangeNoPage) {
@@ -302,7 +234,7 @@ TEST_F(UvmDeviceTest, AForkChildRefusesTheParentsCudaState) {
     dev_->AfterForkInChild();
     Status s = dev_->Promote(*region, 0);
     bool ok = !s.ok() && s.message().find("fork child") != std::string::npos &&
-              !dev_->CreateRegion(2, kPage, kPage, "x").ok() && g_fake.prefetches.empty();
+              !dev_->CreateRegion(2, kPage, kPage, "x").ok() && fake::State().prefetches.empty();
     _exit(ok ? 0 : 1);
   }
   int status = 0;

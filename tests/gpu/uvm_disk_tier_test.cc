@@ -19,13 +19,13 @@
 #include <thread>
 #include <vector>
 
-#include "fake_uvm_driver.h"
 #include "runtime/bootstrap.h"
 #include "runtime/device/cuda/uvm_device.h"
 #include "runtime/runtime.h"
 #include "runtime/storage/fault_env.h"
 #include "runtime/storage/spill_store.h"
 #include "storage_test_util.h"
+#include "tests/testing/fake_cuda_driver.h"
 
 namespace kvtier::cuda {
 namespace {

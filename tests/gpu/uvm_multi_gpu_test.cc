@@ -6,9 +6,9 @@
 // and the stats see each GPU.
 #include <gtest/gtest.h>
 
-#include "fake_uvm_driver.h"
 #include "runtime/device/cuda/uvm_device.h"
 #include "runtime/device/cuda/uvm_event.h"
+#include "tests/testing/fake_cuda_driver.h"
 
 namespace kvtier::cuda {
 namespace {

@@ -1,7 +1,8 @@
 // A fake CUDA driver for the CUDA backend's tests (label cuda, no GPU
 // needed): GPUs that exist as bookkeeping, primary contexts and a context
 // stack per process, managed memory that is host memory, and a record of
-// every prefetch, advice, discard and context synchronisation.
+// the calls that can be made to fail (in order), every prefetch, advice,
+// discard and context synchronisation.
 // A discard overwrites the range with kPoison: the driver says discarded
 // bytes are indeterminate, and a test that reads them must see that it did.
 // State is one global (tests run one at a time in a process); Reset starts
@@ -36,18 +37,33 @@ struct Allocation {
   int device;  // the GPU whose context was current
 };
 
+struct Advice {
+  CUdeviceptr ptr;
+  size_t bytes;
+  CUmem_advise advice;
+  int device;  // its location; -1: the host
+};
+
 struct Driver {
   int gpus = 1;
   std::vector<size_t> free_bytes;  // per GPU
-  int engine_device = 0;           // cuCtxGetDevice's answer when kvtier pushed no context
+  // cuCtxGetDevice's answer when kvtier pushed no context; -1: none is
+  // current (it fails with CUDA_ERROR_INVALID_CONTEXT, as do the calls that
+  // need one).
+  int engine_device = 0;
   std::vector<int> pushed;         // the context stack, as GPU ordinals
+  int managed = 1;                 // cuDeviceGetAttribute's answer (managed memory, ...)
+  std::vector<std::string> calls;  // the functions `failing` can name, as called
   std::vector<Prefetch> prefetches;
+  std::vector<Advice> advice;
   std::vector<std::pair<CUdeviceptr, size_t>> discards;
-  std::map<CUdeviceptr, Allocation> allocations;
+  std::map<CUdeviceptr, Allocation> allocations;  // alive
+  int allocated = 0, freed = 0;                   // cuMemAllocManaged, cuMemFree calls that worked
   int retained = 0, released = 0;
   int ctx_syncs = 0;
   int streams = 0;
-  std::string failing;  // a function that fails ("" for none)
+  int stream_priority = 99;  // the last stream's
+  std::string failing;       // a function that fails ("" for none)
   // Runs inside cuCtxSynchronize (what other threads do while a fence waits).
   std::function<void()> on_ctx_sync;
 };
@@ -58,6 +74,8 @@ Driver& State();
 void Reset(int gpus, size_t free_per_gpu);
 // The primary context of a GPU (what cuDevicePrimaryCtxRetain hands out).
 CUcontext ContextOf(int device);
+// The stream made while `device`'s context was current.
+CUstream StreamOf(int device);
 // Every function the backend calls, pointing at the fake. `batch_calls`:
 // whether the CUDA 13 batch calls (prefetch, discard) exist.
 DriverApi Api(bool batch_calls = true);

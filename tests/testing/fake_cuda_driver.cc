@@ -1,5 +1,5 @@
-// The fake CUDA driver of the CUDA backend's tests: see fake_uvm_driver.h.
-#include "fake_uvm_driver.h"
+// The fake CUDA driver of the CUDA backend's tests: see fake_cuda_driver.h.
+#include "tests/testing/fake_cuda_driver.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -13,7 +13,10 @@ Driver g;
 constexpr uintptr_t kContextBase = 0x1000;
 constexpr size_t kAlign = size_t{2} << 20;
 
-CUresult Fails(const char* name) { return g.failing == name ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS; }
+CUresult Fails(const char* name) {
+  g.calls.emplace_back(name);
+  return g.failing == name ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
 
 int DeviceOf(CUcontext c) {
   return static_cast<int>(reinterpret_cast<uintptr_t>(c) - kContextBase);
@@ -31,7 +34,7 @@ CUresult DeviceGet(CUdevice* d, int ordinal) {
   return ordinal < g.gpus ? Fails("cuDeviceGet") : CUDA_ERROR_INVALID_DEVICE;
 }
 CUresult Attribute(int* v, CUdevice_attribute, CUdevice d) {
-  *v = 1;
+  *v = g.managed;
   return d < g.gpus ? Fails("cuDeviceGetAttribute") : CUDA_ERROR_INVALID_DEVICE;
 }
 CUresult Retain(CUcontext* c, CUdevice d) {
@@ -46,6 +49,7 @@ CUresult Release(CUdevice) {
   return CUDA_SUCCESS;
 }
 CUresult CtxGetDevice(CUdevice* d) {
+  if (Current() < 0) return CUDA_ERROR_INVALID_CONTEXT;
   *d = Current();
   return CUDA_SUCCESS;
 }
@@ -65,11 +69,13 @@ CUresult PriorityRange(int* least, int* greatest) {
   *greatest = -5;
   return CUDA_SUCCESS;
 }
-CUresult MakeStream(CUstream* s, unsigned, int) {
+CUresult MakeStream(CUstream* s, unsigned, int priority) {
   if (CUresult r = Fails("cuStreamCreateWithPriority"); r != CUDA_SUCCESS) return r;
+  if (Current() < 0) return CUDA_ERROR_INVALID_CONTEXT;
   // One stream per GPU: its handle names the GPU it was made on.
-  *s = reinterpret_cast<CUstream>(uintptr_t{0x500} + static_cast<uintptr_t>(Current()));
+  *s = StreamOf(Current());
   ++g.streams;
+  g.stream_priority = priority;
   return CUDA_SUCCESS;
 }
 CUresult Sync(CUstream) { return Fails("cuStreamSynchronize"); }
@@ -79,6 +85,7 @@ CUresult DestroyStream(CUstream) {
 }
 CUresult MemInfo(size_t* free_bytes, size_t* total) {
   const int d = Current();
+  if (d < 0) return CUDA_ERROR_INVALID_CONTEXT;
   *free_bytes = g.free_bytes[static_cast<size_t>(d)];
   *total = size_t{80} << 30;
   return Fails("cuMemGetInfo");
@@ -86,17 +93,19 @@ CUresult MemInfo(size_t* free_bytes, size_t* total) {
 CUresult AllocManaged(CUdeviceptr* p, size_t bytes, unsigned flags) {
   void* mem = nullptr;
   if (flags != CU_MEM_ATTACH_GLOBAL || Fails("cuMemAllocManaged") != CUDA_SUCCESS ||
-      posix_memalign(&mem, kAlign, bytes) != 0) {
+      Current() < 0 || posix_memalign(&mem, kAlign, bytes) != 0) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   memset(mem, 0, bytes);  // managed memory starts zeroed
   *p = reinterpret_cast<CUdeviceptr>(mem);
   g.allocations[*p] = {bytes, Current()};
+  ++g.allocated;
   return CUDA_SUCCESS;
 }
 CUresult Free(CUdeviceptr p) {
   if (g.allocations.erase(p) == 0) return CUDA_ERROR_INVALID_VALUE;
   free(reinterpret_cast<void*>(p));
+  ++g.freed;
   return CUDA_SUCCESS;
 }
 CUresult ErrorName(CUresult r, const char** s) {
@@ -111,7 +120,10 @@ CUresult PrefetchLoc(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned, CUstr
   g.prefetches.push_back({p, n, loc.type == CU_MEM_LOCATION_TYPE_HOST ? -1 : loc.id, s, discarded});
   return CUDA_SUCCESS;
 }
-CUresult AdviseLoc(CUdeviceptr, size_t, CUmem_advise, CUmemLocation) { return CUDA_SUCCESS; }
+CUresult AdviseLoc(CUdeviceptr p, size_t n, CUmem_advise a, CUmemLocation loc) {
+  g.advice.push_back({p, n, a, loc.type == CU_MEM_LOCATION_TYPE_HOST ? -1 : loc.id});
+  return CUDA_SUCCESS;
+}
 CUresult PrefetchBatch(CUdeviceptr* ptrs, size_t* sizes, size_t count, CUmemLocation* locs,
                        size_t* first, size_t nlocs, unsigned long long flags, CUstream s) {
   if (nlocs != 1 || first[0] != 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
@@ -150,6 +162,10 @@ void Reset(int gpus, size_t free_per_gpu) {
 
 CUcontext ContextOf(int device) {
   return reinterpret_cast<CUcontext>(kContextBase + static_cast<uintptr_t>(device));
+}
+
+CUstream StreamOf(int device) {
+  return reinterpret_cast<CUstream>(uintptr_t{0x500} + static_cast<uintptr_t>(device));
 }
 
 const Allocation* AllocationAt(CUdeviceptr ptr) {
