@@ -1,9 +1,14 @@
 // The fake CUDA driver of the CUDA backend's tests: see fake_cuda_driver.h.
 #include "tests/testing/fake_cuda_driver.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 namespace kvtier::cuda::fake {
 namespace {
@@ -201,6 +206,84 @@ DriverApi Api(bool batch_calls) {
     api.cuMemPrefetchBatchAsync = PrefetchBatch;
     api.cuMemDiscardBatchAsync = DiscardBatch;
   }
+  return api;
+}
+
+// ---- HostApi: the stand-in for benchmarks ----
+
+namespace {
+
+std::mutex g_host_mu;
+std::map<CUdeviceptr, std::pair<void*, size_t> > g_host_maps;  // aligned ptr -> mapping
+
+constexpr size_t kHostAlign = size_t{2} << 20;
+
+CUresult HostAlloc(CUdeviceptr* p, size_t bytes, unsigned) {
+  const size_t len = bytes + kHostAlign;
+  void* map = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  const uintptr_t aligned =
+      (reinterpret_cast<uintptr_t>(map) + kHostAlign - 1) / kHostAlign * kHostAlign;
+  // The driver backs managed memory in large pages too: a restore's copy
+  // then meets one fault per 2 MiB, not one per 4 KiB.
+  madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
+  *p = static_cast<CUdeviceptr>(aligned);
+  std::lock_guard<std::mutex> lock(g_host_mu);
+  g_host_maps[*p] = {map, len};
+  return CUDA_SUCCESS;
+}
+CUresult HostFree(CUdeviceptr p) {
+  std::lock_guard<std::mutex> lock(g_host_mu);
+  auto it = g_host_maps.find(p);
+  if (it == g_host_maps.end()) return CUDA_ERROR_INVALID_VALUE;
+  munmap(it->second.first, it->second.second);
+  g_host_maps.erase(it);
+  return CUDA_SUCCESS;
+}
+CUresult HostDiscard(CUdeviceptr* ptrs, size_t* sizes, size_t count, unsigned long long, CUstream) {
+  for (size_t i = 0; i < count; ++i) {
+    if (madvise(reinterpret_cast<void*>(ptrs[i]), sizes[i], MADV_DONTNEED) != 0) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+CUresult HostMemInfo(size_t* free_bytes, size_t* total) {
+  *total =
+      static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  *free_bytes = *total / 2;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+DriverApi HostApi() {
+  DriverApi api;
+  api.cuMemAllocManaged = HostAlloc;
+  api.cuMemFree = HostFree;
+  api.cuMemDiscardBatchAsync = HostDiscard;
+  api.cuMemGetInfo = HostMemInfo;
+  api.cuCtxGetDevice = [](CUdevice* d) {
+    *d = 0;
+    return CUDA_SUCCESS;
+  };
+  api.cuCtxGetStreamPriorityRange = [](int* least, int* greatest) {
+    *least = *greatest = 0;
+    return CUDA_SUCCESS;
+  };
+  api.cuStreamCreateWithPriority = [](CUstream* s, unsigned, int) {
+    *s = nullptr;
+    return CUDA_SUCCESS;
+  };
+  api.cuStreamSynchronize = [](CUstream) { return CUDA_SUCCESS; };
+  api.cuStreamDestroy = [](CUstream) { return CUDA_SUCCESS; };
+  api.cuCtxSynchronize = [] { return CUDA_SUCCESS; };
+  api.cuMemPrefetchAsyncLocation = [](CUdeviceptr, size_t, CUmemLocation, unsigned, CUstream) {
+    return CUDA_SUCCESS;
+  };
+  api.cuMemAdviseLocation = [](CUdeviceptr, size_t, CUmem_advise, CUmemLocation) {
+    return CUDA_SUCCESS;
+  };
   return api;
 }
 

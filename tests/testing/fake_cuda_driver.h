@@ -82,4 +82,13 @@ DriverApi Api(bool batch_calls = true);
 // The allocation holding `ptr`, or null.
 const Allocation* AllocationAt(CUdeviceptr ptr);
 
+// A driver for benchmarks on a machine without a GPU (`kvtier-bench spill
+// --cuda host`), apart from the fake above: managed memory is anonymous
+// memory, 2 MiB-aligned in huge pages where the kernel gives them (the
+// driver backs managed memory in large pages too); a discard frees it
+// (MADV_DONTNEED, as the driver frees a discarded range); prefetches,
+// advice and streams do nothing, and nothing is recorded, so that a
+// benchmark times kvtier's own path. Thread-safe.
+DriverApi HostApi();
+
 }  // namespace kvtier::cuda::fake

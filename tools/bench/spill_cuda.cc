@@ -4,23 +4,20 @@
 // brought back by kvtier_wait (UvmDevice::Restore) and by the submission
 // gate (a launch after an idle seal), with single-page waits timed beside a
 // raw read. On a machine without a GPU the driver is a host-memory stand-in
-// (managed memory is anonymous memory; a discard frees it with
-// MADV_DONTNEED, as the driver frees a discarded range; prefetches are
-// bookkeeping), so the figures are kvtier's own path and the SSD, without
-// the PCIe copies a GPU adds. Thread-safety: single-threaded phase.
+// (cuda::fake::HostApi: managed memory is anonymous memory; a discard frees
+// it, as the driver frees a discarded range; prefetches do nothing), so the
+// figures are kvtier's own path and the SSD, without the PCIe copies a GPU
+// adds. Thread-safety: single-threaded phase.
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 
 #include "runtime/mover.h"  // kSpillGroupPages
 #include "runtime/storage/spill_store.h"
 #include "tools/bench/spill_bench.h"
 #ifdef KVTIER_HAVE_CUDA
 #include "runtime/device/cuda/uvm_device.h"
+#include "tests/testing/fake_cuda_driver.h"
 #endif
 
 namespace kvtier::bench::spill {
@@ -34,80 +31,6 @@ Result<CudaResult> RunCudaPhase(const Args&, const uint8_t*, Target*) {
 #else
 
 namespace {
-
-// ---- The host-memory stand-in driver ----
-
-std::mutex g_host_mu;
-std::map<CUdeviceptr, std::pair<void*, size_t> > g_host_maps;  // aligned ptr -> mapping
-
-constexpr size_t kHostAlign = size_t{2} << 20;
-
-CUresult HostAlloc(CUdeviceptr* p, size_t bytes, unsigned) {
-  const size_t len = bytes + kHostAlign;
-  void* map = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (map == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-  const uintptr_t aligned =
-      (reinterpret_cast<uintptr_t>(map) + kHostAlign - 1) / kHostAlign * kHostAlign;
-  // The driver backs managed memory in large pages too: a restore's copy
-  // then meets one fault per 2 MiB, not one per 4 KiB.
-  madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
-  *p = static_cast<CUdeviceptr>(aligned);
-  std::lock_guard<std::mutex> lock(g_host_mu);
-  g_host_maps[*p] = {map, len};
-  return CUDA_SUCCESS;
-}
-CUresult HostFree(CUdeviceptr p) {
-  std::lock_guard<std::mutex> lock(g_host_mu);
-  auto it = g_host_maps.find(p);
-  if (it == g_host_maps.end()) return CUDA_ERROR_INVALID_VALUE;
-  munmap(it->second.first, it->second.second);
-  g_host_maps.erase(it);
-  return CUDA_SUCCESS;
-}
-CUresult HostDiscard(CUdeviceptr* ptrs, size_t* sizes, size_t count, unsigned long long, CUstream) {
-  for (size_t i = 0; i < count; ++i) {
-    if (madvise(reinterpret_cast<void*>(ptrs[i]), sizes[i], MADV_DONTNEED) != 0) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-  }
-  return CUDA_SUCCESS;
-}
-CUresult HostMemInfo(size_t* free_bytes, size_t* total) {
-  *total =
-      static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  *free_bytes = *total / 2;
-  return CUDA_SUCCESS;
-}
-
-cuda::DriverApi HostDriver() {
-  cuda::DriverApi api;
-  api.cuMemAllocManaged = HostAlloc;
-  api.cuMemFree = HostFree;
-  api.cuMemDiscardBatchAsync = HostDiscard;
-  api.cuMemGetInfo = HostMemInfo;
-  api.cuCtxGetDevice = [](CUdevice* d) {
-    *d = 0;
-    return CUDA_SUCCESS;
-  };
-  api.cuCtxGetStreamPriorityRange = [](int* least, int* greatest) {
-    *least = *greatest = 0;
-    return CUDA_SUCCESS;
-  };
-  api.cuStreamCreateWithPriority = [](CUstream* s, unsigned, int) {
-    *s = nullptr;
-    return CUDA_SUCCESS;
-  };
-  api.cuStreamSynchronize = [](CUstream) { return CUDA_SUCCESS; };
-  api.cuStreamDestroy = [](CUstream) { return CUDA_SUCCESS; };
-  api.cuCtxSynchronize = [] { return CUDA_SUCCESS; };
-  api.cuMemPrefetchAsyncLocation = [](CUdeviceptr, size_t, CUmemLocation, unsigned, CUstream) {
-    return CUDA_SUCCESS;
-  };
-  api.cuMemAdviseLocation = [](CUdeviceptr, size_t, CUmem_advise, CUmemLocation) {
-    return CUDA_SUCCESS;
-  };
-  return api;
-}
 
 // The real driver on GPU 0, its primary context retained (the device
 // releases it), or why not.
@@ -190,7 +113,7 @@ struct Rig {
 Result<CudaResult> RunCudaPhase(const Args& a, const uint8_t* src, Target* raw) {
   CudaResult out;
   cuda::UvmDeviceConfig config;
-  config.api = HostDriver();
+  config.api = cuda::fake::HostApi();
   out.driver = "a host-memory stand-in (--cuda host)";
   if (a.cuda != "host") {
     Result<cuda::UvmDeviceConfig> gpu = GpuDriver();
