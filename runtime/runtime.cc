@@ -122,6 +122,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, const P
   tick.tick_ns = static_cast<uint64_t>(options.tick_ms) * 1'000'000;
   tick.high_watermark = static_cast<int>(options.high_watermark);
   tick.low_watermark = static_cast<int>(options.low_watermark);
+  tick.room_ahead_ns = static_cast<uint64_t>(options.room_ahead_ms) * 1'000'000;
   tick.mover.bps[kChannelUp] = static_cast<double>(options.link_bandwidth);
   tick.mover.bps[kChannelDown] = static_cast<double>(options.link_bandwidth);
   FillLinkRates(rt->device_->link_rates(), &tick.mover);
@@ -342,10 +343,12 @@ void Runtime::OnFault(Region& region, uint32_t page, Tier from, uint64_t wait_ns
   if (from == Tier::kHost || from == Tier::kDisk) TickSoon();
 }
 
-void Runtime::OnArrivedAhead(Region& region, uint32_t first, uint32_t count) {
+void Runtime::OnArrivedAhead(Region& region, uint32_t first, uint32_t count, Tier from) {
   // The policy sees them used (a policy that went by faults alone would
   // find a returning session's pages cold and send them away again).
-  PushSignal({SignalKind::kAccess, region.id, first, count, clock_.NowNs()});
+  Signal s{SignalKind::kAccess, region.id, first, count, clock_.NowNs()};
+  s.from = from;
+  PushSignal(s);
 }
 
 void Runtime::OnDriverEviction(Region& region, uint32_t page) {
@@ -565,6 +568,18 @@ std::string Runtime::PolicySummaryText() {
            (unsigned long long)g(c.policy_ticks), double(g(c.policy_ns)) / 1e6,
            (unsigned long long)g(c.signals), (unsigned long long)g(c.signals_dropped));
   std::string out = buf;
+  uint64_t room = 0;
+  {
+    MutexLock lock(&tick_mu_);
+    room = engine_->room_ahead_bytes();
+  }
+  if (room != 0) {
+    snprintf(buf, sizeof buf,
+             "  room ahead        %s kept free for the next return once the engine is quiet "
+             "(KVTIER_ROOM_AHEAD_MS)\n",
+             FormatBytes(room).c_str());
+    out += buf;
+  }
   if (g(c.bad_frees) != 0) {
     snprintf(buf, sizeof buf, "  bad frees         %llu (unknown pointers, or freed twice)\n",
              (unsigned long long)g(c.bad_frees));

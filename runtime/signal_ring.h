@@ -33,7 +33,9 @@ struct Signal {
   uint32_t page = 0;
   uint32_t pages = 1;  // pages covered, from `page` (launches: the whole region)
   uint64_t time_ns = 0;
-  Tier from = Tier::kUntouched;  // faults: where the page was
+  // Faults and pages that arrived ahead of a touch (kAccess from the
+  // device's OnArrivedAhead): where the page was.
+  Tier from = Tier::kUntouched;
 };
 
 class SignalRing {

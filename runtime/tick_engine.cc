@@ -13,6 +13,8 @@ MoverConfig WithTick(MoverConfig m, uint64_t tick_ns) {
   return m;
 }
 
+bool CameBack(const Signal& s) { return s.from == Tier::kHost || s.from == Tier::kDisk; }
+
 }  // namespace
 
 TickEngine::TickEngine(Device& device, Policy& policy, const Clock& clock,
@@ -29,6 +31,33 @@ uint32_t TickEngine::TickAt(uint64_t now_ns) const {
   const uint64_t elapsed = now_ns > start_ns_ ? now_ns - start_ns_ : 0;
   const uint64_t by_time = elapsed / std::max<uint64_t>(config_.tick_ns, 1) + 1;
   return static_cast<uint32_t>(std::max<uint64_t>(by_time, uint64_t{tick_} + 1));
+}
+
+void TickEngine::Returns::Period(uint64_t back, bool active, uint64_t now_ns, uint64_t settle_ns) {
+  if (active) {
+    run += back;
+    active_ns = now_ns;
+    quiet = false;
+    return;
+  }
+  quiet = now_ns - std::min(now_ns, active_ns) >= settle_ns;
+  if (!quiet || run == 0) return;
+  reserve = std::max(run, reserve - reserve / 8);
+  run = 0;
+}
+
+uint64_t TickEngine::KeepRoomAhead(PolicyView& view) const {
+  TierUsage& device = view.tier[0];
+  if (config_.room_ahead_ns == 0 || !returns_.quiet || device.budget == 0) return 0;
+  // At most half the device: the rest holds what the engine works on.
+  const uint64_t room = std::min(returns_.reserve, device.budget / 2);
+  if (room == 0 || room >= device.high) return 0;
+  const uint64_t target = device.high - room;
+  // Down to the target only, unless the device is past its high watermark
+  // anyway (then to the lower of the two).
+  device.low = device.used > device.high ? std::min(device.low, target) : target;
+  device.high = target;
+  return room;
 }
 
 uint32_t TickEngine::ApplySignals(std::span<const Signal> signals,
@@ -55,6 +84,17 @@ TickReport TickEngine::Tick(std::span<const Signal> signals, const std::vector<R
   report.tick = tick_;
 
   report.refaults = ApplySignals(signals, regions, tick_);
+  if (config_.room_ahead_ns != 0) {
+    uint64_t back = 0;
+    bool active = false;
+    for (const Signal& s : signals) {
+      if (s.kind != SignalKind::kFault && s.kind != SignalKind::kAccess) continue;
+      active = true;
+      auto it = by_id_.find(s.region);
+      if (CameBack(s) && it != by_id_.end()) back += uint64_t{s.pages} * it->second->page_size;
+    }
+    returns_.Period(back, active, clock_.NowNs(), config_.room_ahead_ns);
+  }
 
   PolicyView view;
   view.now = tick_;
@@ -68,6 +108,7 @@ TickReport TickEngine::Tick(std::span<const Signal> signals, const std::vector<R
   view.tier[1] = tier(usage.host_used, usage.host_budget);
   view.tier[2] = tier(usage.disk_used, usage.disk_budget);
   view.budget = mover_.Budget();
+  report.room_ahead = KeepRoomAhead(view);
   Decisions decisions;
   policy_.Decide(view, &decisions);
   report.wake_tick = decisions.wake_tick;

@@ -34,6 +34,10 @@ struct TickEngineConfig {
   uint64_t tick_ns = 10'000'000;  // KVTIER_TICK_MS
   int high_watermark = 90;        // percent (KVTIER_HIGH_WATERMARK)
   int low_watermark = 75;
+  // Room ahead (KVTIER_ROOM_AHEAD_MS): once this long has passed without a
+  // page fault or arrival, demote until the device has room for the
+  // largest recent return; 0 = off.
+  uint64_t room_ahead_ns = 0;
   MoverConfig mover;  // its tick_ns is set from tick_ns
 };
 
@@ -55,6 +59,7 @@ struct TierBytes {
 
 struct TickReport {
   uint32_t tick = 0;
+  uint64_t room_ahead = 0;  // bytes the device was kept free for a return (0: none)
   MoveReport moves;
   uint32_t refaults = 0;
   uint32_t wake_tick = 0;  // the policy's Decisions::wake_tick
@@ -97,8 +102,28 @@ class TickEngine {
   // it to set page state between ticks.
   uint32_t ApplySignals(std::span<const Signal> signals, const std::vector<RegionPtr>& regions,
                         uint32_t tick);
+  // The bytes room ahead keeps free once the engine is quiet (see Returns).
+  uint64_t room_ahead_bytes() const { return returns_.reserve; }
 
  private:
+  // Returns: runs of periods in which pages came back from the host tier or
+  // SSD (faults and arrivals ahead), each summed. The reserve is the largest
+  // run, fading by an eighth with each smaller one (a workload whose returns
+  // shrink gets its memory back within a few).
+  struct Returns {
+    uint64_t run = 0;        // bytes back in the current run
+    uint64_t reserve = 0;    // room to keep free for the next run
+    uint64_t active_ns = 0;  // when the last period with a fault or arrival ended
+    bool quiet = false;      // none for settle_ns: a run has ended
+    // This period's signals, at `now_ns`: `back` bytes came back; `active`:
+    // any fault or arrival at all.
+    void Period(uint64_t back, bool active, uint64_t now_ns, uint64_t settle_ns);
+  };
+  // Once the engine has been quiet for room_ahead_ns, lowers the device's
+  // watermarks in `view` so that the policy makes the reserve's room;
+  // returns the room kept (0: none).
+  uint64_t KeepRoomAhead(PolicyView& view) const;
+
   Device& device_;
   Policy& policy_;
   const Clock& clock_;
@@ -108,6 +133,7 @@ class TickEngine {
   const uint64_t start_ns_;
   uint32_t tick_ = 0;
   TickTotals totals_;
+  Returns returns_;
   std::unordered_map<RegionId, Region*> by_id_;  // this tick's regions
 };
 

@@ -50,7 +50,7 @@ class RecordingEvents : public DeviceEvents {
     evictions_.push_back({region.id, page});
     cv_.notify_all();
   }
-  void OnArrivedAhead(Region& region, uint32_t first, uint32_t count) override {
+  void OnArrivedAhead(Region& region, uint32_t first, uint32_t count, Tier) override {
     std::lock_guard<std::mutex> lock(mu_);
     for (uint32_t p = first; p < first + count; ++p) ahead_.push_back({region.id, p});
     cv_.notify_all();

@@ -228,7 +228,7 @@ void MemfdDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
   if (!region) return;  // not resolved here
   if (events_) {
     events_->OnFault(*region, page, from, wait_ns);
-    if (ahead > 0) events_->OnArrivedAhead(*region, page + 1, ahead);
+    if (ahead > 0) events_->OnArrivedAhead(*region, page + 1, ahead, Tier::kUntouched);
   }
 }
 

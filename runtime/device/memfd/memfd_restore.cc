@@ -461,7 +461,7 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
   if (events_ && !r.degraded) {
     for (const auto& [page, wait_ns] : faulted)
       events_->OnFault(*region, page, Tier::kDisk, wait_ns);
-    for (const auto& [p, n] : ahead) events_->OnArrivedAhead(*region, p, n);
+    for (const auto& [p, n] : ahead) events_->OnArrivedAhead(*region, p, n, Tier::kDisk);
   }
   return installed;
 }
@@ -748,7 +748,7 @@ void MemfdDevice::RestoreLoop() {
     Report(mapped_evicted);
     for (const Evicted& e : mapped_evicted) SpillOverLimit(*e.region, e.page);
     for (const auto& [region, page] : mapped) {
-      if (events_) events_->OnArrivedAhead(*region, page, 1);
+      if (events_) events_->OnArrivedAhead(*region, page, 1, Tier::kHost);
     }
     std::vector<SpillCompletion> done;
     for (size_t i : started) {
