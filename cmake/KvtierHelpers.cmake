@@ -44,6 +44,16 @@ if(KVTIER_FUZZ)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
+# The linker: lld where it is installed (scripts/setup-deps installs it).
+# Each build links about a hundred test programs; lld links one in 0.4 s
+# where the default linker took 1 s. Not for nvcc's links.
+if(KVTIER_LLD)
+  find_program(KVTIER_LD_LLD NAMES ld.lld)
+  if(KVTIER_LD_LLD)
+    add_link_options($<$<LINK_LANGUAGE:C,CXX>:-fuse-ld=lld>)
+  endif()
+endif()
+
 function(kvtier_target_defaults target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
   if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
