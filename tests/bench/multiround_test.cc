@@ -62,10 +62,14 @@ void ExpectNoSystemBeatsTheOracle(const std::map<std::string, SystemResult>& rs)
 // Under AddressSanitizer the model runs about 30 times slower: the cases
 // that run every system take a shorter trace there (the same code paths,
 // fewer requests; the release suite runs them whole).
+// The oversubscribed case, the longest of the ASan suite at that share
+// (99 s), holds at a fifth (checked on the release build).
 #if defined(__SANITIZE_ADDRESS__)
 constexpr double kSanitizerTraceShare = 0.4;
+constexpr double kSanitizerLongTraceShare = 0.2;
 #else
 constexpr double kSanitizerTraceShare = 1.0;
+constexpr double kSanitizerLongTraceShare = 1.0;
 #endif
 
 BenchOptions Oversubscribed() {
@@ -99,7 +103,7 @@ TEST(Multiround, WhenEverythingFitsInHbmTieringCostsNothing) {
 
 TEST(Multiround, WhenKvOutgrowsHbmPagedSystemsRecomputeOnlyFirstPrompts) {
   BenchOptions o = Oversubscribed();
-  o.workload.time_s *= kSanitizerTraceShare;
+  o.workload.time_s *= kSanitizerLongTraceShare;
   const auto rs = RunAllSystems(o);
   ExpectNoSystemBeatsTheOracle(rs);
   const Summary hbm = Summarize(rs.at("hbm-only"));
