@@ -76,7 +76,7 @@ class RoomAheadTest : public ::testing::Test {
 };
 
 TEST_F(RoomAheadTest, AfterAReturnAndAQuietSpellTheDeviceKeepsRoomForTheNextOne) {
-  Start(30'000'000);  // three quiet periods
+  Start(30'000'000);    // three quiet periods
   Tick(Return(12, 4));  // 16 of 20: under the high watermark, nothing leaves
   EXPECT_EQ(resident_pages(), 16u);
   // Two quiet periods: not yet (a return's first fault and the pages it
@@ -123,7 +123,7 @@ TEST_F(RoomAheadTest, NewPagesAreNoReturnButKeepTheEngineBusy) {
 }
 
 TEST_F(RoomAheadTest, RoomIsAtMostHalfTheDeviceAndFadesWithSmallerReturns) {
-  Start(10'000'000);  // one quiet period
+  Start(10'000'000);    // one quiet period
   Tick(Return(12, 6));  // 18 of 20
   EXPECT_EQ(Quiet(1).room_ahead, 6 * kPage);
   EXPECT_EQ(resident_pages(), 12u);
