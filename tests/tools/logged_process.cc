@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <fstream>
-#include <sstream>
 #include <thread>
+
+#include "tests/tools/tool_test_util.h"
 
 extern char** environ;
 
@@ -58,11 +58,11 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
   return out;
 }
 
+// The file's text; "" where it cannot be read.
 std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string text;
+  ReadFile(path, &text);
+  return text;
 }
 
 }  // namespace
