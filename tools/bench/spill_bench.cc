@@ -48,6 +48,13 @@ uint64_t NextRandom(uint64_t* s) {
   return *s * 0x2545f4914f6cdd1dull;
 }
 
+double CpuSeconds() {
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
 namespace {
 
 constexpr double kWriteReadTarget = 0.8;  // store/raw throughput, at least
@@ -172,19 +179,9 @@ void Row(const char* name, double raw, double store, double clear, const char* f
          raw > 0 ? clear / raw : 0, clear > 0 ? store / clear : 0, target);
 }
 
-// CPU seconds of the whole process so far (every thread, user + system).
-double CpuSeconds() {
-  struct rusage u {};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
 void PrintDevice(const Args& a, const DeviceResult& d, double raw_write, double raw_read) {
-  printf(
-      "\nthrough the simulated GPU: a region of %zu pages (the device holds %zu), %s, %d fault "
-      "threads\n",
-      d.pages, d.device_pages, d.io_mode.c_str(), d.fault_threads);
+  printf("\nthrough the simulated GPU: a region of %zu pages, %s, %d fault threads\n", d.pages,
+         d.io_mode.c_str(), d.fault_threads);
   printf("%-22s %12s %14s %7s   %s\n", "", "raw O_DIRECT", "sim GPU", "ratio", "target");
   auto row = [](const char* name, double raw, double sim, const char* fmt, const char* target) {
     char r[32], v[32];
@@ -193,18 +190,23 @@ void PrintDevice(const Args& a, const DeviceResult& d, double raw_write, double 
     printf("%-22s %12s %14s %7.2f   %s\n", name, r, v, raw > 0 ? sim / raw : 0, target);
   };
   row("spill GB/s", raw_write, Median(d.spill_gbs), "%.2f", "");
-  row("restore GB/s", raw_read, Median(d.restore_gbs), "%.2f", "");
+  row("restore GB/s", raw_read, Median(d.return_gbs), "%.2f", "");
+  row("restore, tiny device", raw_read, Median(d.restore_gbs), "%.2f", "");
   row("fault-in p50 ms", Percentile(d.raw_ms, 50), Percentile(d.fault_ms, 50), "%.3f", "");
   row("fault-in p99 ms", Percentile(d.raw_ms, 99), Percentile(d.fault_ms, 99), "%.3f", "<= 3.00");
   printf(
       "(spill = Device::SpillPages from one thread in groups of %u, as the policy tick does: "
       "write from the alias + punch the hole; "
-      "restore = %u engine threads touching every page; fault-in = one engine thread's touch of "
-      "a spilled page, timed by that thread: MISSING fault, read + open (AES-256-GCM tag), "
+      "restore = %u engine threads touching every page of the region spilled whole, the "
+      "device holding it, as it holds a returning session (%.2f s of CPU per GB; of the pages, "
+      "%llu waited for by a fault, %llu read ahead of their touch), and through the device of "
+      "%zu pages (tiny device: each install evicts a page); fault-in = one engine thread's touch "
+      "of a spilled page, timed by that thread: MISSING fault, read + open (AES-256-GCM tag), "
       "UFFDIO_COPY, %zu samples; raw = one read of the raw file right after each touch; %llu "
-      "restores, %zu "
-      "pages wrong after all rounds)\n",
-      static_cast<unsigned>(kSpillGroupPages), a.qd, d.fault_ms.size(),
+      "restores through the tiny device, %zu pages wrong after all rounds)\n",
+      static_cast<unsigned>(kSpillGroupPages), a.qd, Median(d.return_cpu_s_per_gb),
+      static_cast<unsigned long long>(d.return_faults),
+      static_cast<unsigned long long>(d.return_ahead), d.device_pages, d.fault_ms.size(),
       static_cast<unsigned long long>(d.restored), d.wrong_pages);
 }
 
@@ -406,6 +408,9 @@ int RunSpillBench(int argc, char** argv) {
   const char* fault_source = "store restore";
   if (a.device) {
     Result<DeviceResult> d = RunDevicePhase(a, src.data, last_raw.get());
+    if (d.ok()) {
+      if (Status s = RunReturnPhase(a, src.data, &d.value()); !s.ok()) d = s;
+    }
     if (!d.ok()) {
       fprintf(stderr, "kvtier-bench spill: %s\n", d.status().message().c_str());
       return 1;

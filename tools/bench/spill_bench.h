@@ -83,10 +83,20 @@ struct DeviceResult {
   size_t pages = 0, device_pages = 0, wrong_pages = 0;
   uint64_t restored = 0, faults = 0, checksum_mismatches = 0;
   std::string io_mode;
+  // RunReturnPhase: restores into a device that holds the region, the
+  // process's CPU time per GB restored, and how the pages came back.
+  std::vector<double> return_gbs, return_cpu_s_per_gb;  // per round
+  uint64_t return_faults = 0, return_ahead = 0;
 };
 // `raw` (a written raw target) gives a single-page read after each timed
 // touch, so the fault-in and its baseline are sampled at the same time.
 Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src, Target* raw);
+// The restore of a returning session: the region spilled whole to a device
+// that holds it, then touched by --qd engine threads, --rounds times; adds
+// its rows to `out` (and its wrong pages).
+Status RunReturnPhase(const Args& a, const uint8_t* src, DeviceResult* out);
+// The process's user + system CPU seconds so far.
+double CpuSeconds();
 // The same path over FaultEnv (write faults at random, read faults one at a
 // time, a slow device); prints what was injected and counted, and returns
 // whether every page came back exactly.

@@ -34,7 +34,8 @@ struct Rig {
   RegionPtr region;
   size_t pages = 0;
 
-  Status Open(const Args& a, Env* env, int fault_threads, uint64_t budget) {
+  Status Open(const Args& a, Env* env, int fault_threads, uint64_t budget,
+              size_t device_pages = kDevicePages) {
     SpillStoreConfig cfg;
     cfg.dir = a.dir;
     cfg.budget_bytes = budget;
@@ -46,7 +47,7 @@ struct Rig {
     if (!s.ok()) return s.status();
     store = std::move(s).value();
     MemfdDeviceConfig dc;
-    dc.capacity_bytes = kDevicePages * a.page;
+    dc.capacity_bytes = device_pages * a.page;
     dc.fault_threads = std::clamp(fault_threads, 1, 16);
     dc.counters = &counters;
     dc.store = store.get();
@@ -164,6 +165,34 @@ Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src, Target* r
   out.faults = Counters::Get(rig.counters.faults);
   out.checksum_mismatches = Counters::Get(rig.counters.checksum_mismatches);
   return out;
+}
+
+Status RunReturnPhase(const Args& a, const uint8_t* src, DeviceResult* out) {
+  // A device that holds the whole region, as it holds a returning session:
+  // the restore evicts nothing, so it measures the way back alone.
+  Rig rig;
+  const size_t pages = a.size / a.page;
+  if (Status s = rig.Open(a, Env::Default(), static_cast<int>(a.qd), a.size, pages); !s.ok()) {
+    return s.Annotate("simulated GPU phase (a device that holds the region)");
+  }
+  for (size_t p = 0; p < rig.pages; ++p) memcpy(rig.Page(p), src + p * a.page, a.page);
+  const double gb = static_cast<double>(rig.pages * a.page) / kGB;
+  uint64_t faults = 0, ahead = 0;
+  for (int round = 0; round < a.rounds; ++round) {
+    Result<double> t = rig.SpillAll(kSpillGroupPages);
+    if (!t.ok()) return t.status().Annotate("simulated GPU phase (a device that holds the region)");
+    const uint64_t faults0 = Counters::Get(rig.counters.faults);
+    const uint64_t ahead0 = Counters::Get(rig.counters.restored_ahead_pages);
+    const double cpu0 = CpuSeconds();
+    out->return_gbs.push_back(gb / rig.TouchAll(a.qd));
+    out->return_cpu_s_per_gb.push_back((CpuSeconds() - cpu0) / gb);
+    faults += Counters::Get(rig.counters.faults) - faults0;
+    ahead += Counters::Get(rig.counters.restored_ahead_pages) - ahead0;
+  }
+  out->return_faults = faults;
+  out->return_ahead = ahead;
+  out->wrong_pages += rig.Differing(src);
+  return Status::Ok();
 }
 
 bool RunDeviceFaultPhase(const Args& a, const uint8_t* src) {
