@@ -57,10 +57,16 @@ Result<std::unique_ptr<SpillStore>> SpillStore::Create(const SpillStoreConfig& c
   return store;
 }
 
+unsigned DefaultQueueDepth(size_t page_size) {
+  return static_cast<unsigned>(
+      std::clamp<size_t>((size_t{2} << 20) / std::max<size_t>(page_size, 1), 8, 32));
+}
+
 SpillStore::SpillStore(const SpillStoreConfig& config, Env* env, Counters* counters)
     : config_([&] {
         SpillStoreConfig c = config;
-        c.queue_depth = std::clamp(c.queue_depth, 1u, 256u);
+        c.queue_depth = c.queue_depth == 0 ? DefaultQueueDepth(c.page_size)
+                                           : std::clamp(c.queue_depth, 1u, 256u);
         return c;
       }()),
       env_(env),

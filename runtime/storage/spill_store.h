@@ -56,11 +56,16 @@ constexpr size_t kMaxBouncedPage = size_t{4} << 20;
 // The most one fallocate adds to the spill file.
 constexpr uint64_t kMaxGrowStep = uint64_t{1} << 30;
 
+// Requests in flight per SpillBatch unless configured: 2 MiB of them, 8 to
+// 32. Sealed writes go out in groups of up to half the queue (SpillBatch),
+// and a group of 1 MiB amortizes the hand-off to the sealing helpers.
+unsigned DefaultQueueDepth(size_t page_size);
+
 struct SpillStoreConfig {
   std::string dir;                     // KVTIER_DISK_DIR; created 0700 if missing
   uint64_t budget_bytes = 0;           // KVTIER_DISK_BUDGET; whole pages of it are used
   size_t page_size = size_t{2} << 20;  // KVTIER_PAGE_SIZE; a power of two >= 4 KiB
-  unsigned queue_depth = 8;            // requests in flight per SpillBatch
+  unsigned queue_depth = 0;            // requests in flight per SpillBatch; 0: DefaultQueueDepth
   IoEngine engine = IoEngine::kAuto;   // kAuto and kUring fall back to pread if refused
   bool direct = true;                  // try O_DIRECT first (falls back to buffered)
   // Whether aligned caller buffers go to the device without the bounce copy

@@ -14,6 +14,7 @@
 // Thread-safety: single-threaded tool.
 #include "tools/bench/spill_bench.h"
 
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +28,14 @@
 #include <cmath>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/log.h"
 #include "runtime/mover.h"
+#include "runtime/storage/env.h"
+#include "runtime/storage/page_cipher.h"
+#include "runtime/storage/spill_store.h"
 #include "runtime/units.h"
 #include "tools/bench/bench_args.h"
 
@@ -62,13 +67,15 @@ constexpr double kLatencyTarget = 3.0;    // store/raw fault-in p99, at most
 constexpr double kSealedTarget = 0.9;     // sealed/clear store throughput, at least
 
 const char kUsage[] =
-    "usage: kvtier-bench spill [--dir D] [--size 1G] [--page-size 2M] [--qd 8] [--samples 200]\n"
+    "usage: kvtier-bench spill [--dir D] [--size 1G] [--page-size 2M] [--qd N] [--samples 200]\n"
     "                          [--rounds 3] [--seed 1] [--no-faults] [--no-fio] [--no-device]\n"
     "                          [--cuda auto|gpu|host|off] [--check] [-v]\n"
     "Spills and restores --size bytes through the SSD tier's store in D and through the\n"
     "simulated GPU's faults and, in the same run, measures raw O_DIRECT throughput and 2 MiB\n"
     "read latency in D. Needs about 3x --size of memory and 5x --size of free space in D; writes "
     "each file twice.\n"
+    "--qd: requests in flight, raw and store alike (default: the store's own, 2 MiB of\n"
+    "them, 8 to 32); the simulated GPU's engine and fault threads: --qd, at most 8.\n"
     "--check exits 1 when a target is missed.\n";
 
 // Nearest-rank percentile (p in 0..100) of the samples.
@@ -142,6 +149,7 @@ struct Mapping {
 // (0 after --help, 2 after an error).
 bool ParseArgs(int argc, char** argv, Args* a, int* exit_code) {
   Flags flags("spill");
+  a->qd = 0;  // the store's default for the page size unless given
   flags.Text("--dir", &a->dir)
       .Size("--size", &a->size, 1)
       .Size("--page-size", &a->page, 1)
@@ -161,6 +169,7 @@ bool ParseArgs(int argc, char** argv, Args* a, int* exit_code) {
         flags.Fail("--page-size=" + FormatBytes(a->page) + ": not a power of two from 4K to 1G");
     return false;
   }
+  if (a->qd == 0) a->qd = DefaultQueueDepth(a->page);
   if (a->size / a->page < a->qd) {
     *exit_code = flags.Fail("--size must hold at least --qd pages");
     return false;
@@ -177,6 +186,27 @@ void Row(const char* name, double raw, double store, double clear, const char* f
   snprintf(b, sizeof b, fmt, clear);
   printf("%-22s %12s %14s %7.2f %14s %7.2f %7.2f   %s\n", name, r, z, raw > 0 ? store / raw : 0, b,
          raw > 0 ? clear / raw : 0, clear > 0 ? store / clear : 0, target);
+}
+
+// What one thread seals per second: PageCipher over the source pages into
+// one page buffer, as a sealed write does (up to 256 MiB of them). 0 when
+// the cipher cannot be made.
+double SealOneCoreGbs(const Args& a, const uint8_t* src) {
+  Result<std::unique_ptr<PageCipher>> cipher = PageCipher::Create();
+  Result<AlignedBuffer> out = AlignedBuffer::Allocate(a.page);
+  if (!cipher.ok() || !out.ok()) return 0;
+  const size_t bytes = std::min<size_t>(a.size, size_t{256} << 20) / a.page * a.page;
+  uint8_t tag[kSealTagBytes];
+  const double t0 = Now();
+  for (size_t off = 0; off < bytes; off += a.page) {
+    const auto page = static_cast<uint32_t>(off / a.page);
+    if (!cipher.value()
+             ->Seal({page, 1, {0, page}}, src + off, out.value().data(), a.page, tag)
+             .ok()) {
+      return 0;
+    }
+  }
+  return static_cast<double>(bytes) / (Now() - t0) / kGB;
 }
 
 void PrintDevice(const Args& a, const DeviceResult& d, double raw_write, double raw_read) {
@@ -204,7 +234,7 @@ void PrintDevice(const Args& a, const DeviceResult& d, double raw_write, double 
       "of a spilled page, timed by that thread: MISSING fault, read + open (AES-256-GCM tag), "
       "UFFDIO_COPY, %zu samples; raw = one read of the raw file right after each touch; %llu "
       "restores through the tiny device, %zu pages wrong after all rounds)\n",
-      static_cast<unsigned>(kSpillGroupPages), a.qd, Median(d.return_cpu_s_per_gb),
+      static_cast<unsigned>(kSpillGroupPages), DeviceThreads(a), Median(d.return_cpu_s_per_gb),
       static_cast<unsigned long long>(d.return_faults),
       static_cast<unsigned long long>(d.return_ahead), d.device_pages, d.fault_ms.size(),
       static_cast<unsigned long long>(d.restored), d.wrong_pages);
@@ -378,6 +408,17 @@ int RunSpillBench(int argc, char** argv) {
       "%.2f GB/s, %.2f of raw\n",
       Median(first_fill[kRawFromSource]),
       Median(first_fill[kRawFromSource]) / Median(first_fill[kRaw]));
+
+  if (const double seal = SealOneCoreGbs(a, src.data); seal > 0) {
+    // The CPU a sealed store needs: at the speed the store in the clear
+    // moved, sealing alone keeps this many cores busy.
+    printf(
+        "AES-256-GCM (%s) on one core, sealing the source pages: %.2f GB/s (%.2f s/GB); "
+        "at the clear store's write and read speeds the cipher alone needs %.2f and %.2f of "
+        "this machine's %u cores\n",
+        OpenSSL_version(OPENSSL_VERSION), seal, 1 / seal, Median(first_fill[kClear]) / seal,
+        Median(rd[kClear]) / seal, std::max(1u, std::thread::hardware_concurrency()));
+  }
 
   if (a.fio) {
     FioResult f = RunFio(a);

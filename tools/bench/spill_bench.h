@@ -3,6 +3,7 @@
 // phases. Thread-safety: single-threaded tool.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,7 +21,7 @@ struct Args {
   std::string dir = "/var/tmp/kvtier-bench";
   uint64_t size = uint64_t{1} << 30;
   uint64_t page = uint64_t{2} << 20;
-  unsigned qd = 8;
+  unsigned qd = 8;  // kvtier-bench spill: the store's DefaultQueueDepth unless --qd
   int samples = 200;
   int rounds = 3;
   bool faults = true;
@@ -71,10 +72,13 @@ bool RunFaultPhase(const Args& a, const uint8_t* src, uint8_t* dst);
 Status SpillInGroups(Device& device, Region& region, size_t pages, size_t group);
 
 // The simulated GPU's path: a sim region of --size spilled through
-// Device::Spill by --qd threads at once, restored by --qd engine threads
-// touching every page (faults, with --qd fault threads), and --samples
+// Device::Spill by DeviceThreads threads at once, restored by as many engine
+// threads touching every page (faults, with as many fault threads), and --samples
 // single touches of spilled pages by one engine thread, timed per touch;
 // --rounds times. Every page is compared with src at the end.
+// The simulated GPU's engine and fault threads: --qd, at most 8.
+inline unsigned DeviceThreads(const Args& a) { return std::clamp(a.qd, 1u, 8u); }
+
 struct DeviceResult {
   std::vector<double> spill_gbs, restore_gbs;  // per round
   std::vector<double> fault_ms;                // per timed touch
@@ -92,7 +96,7 @@ struct DeviceResult {
 // touch, so the fault-in and its baseline are sampled at the same time.
 Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src, Target* raw);
 // The restore of a returning session: the region spilled whole to a device
-// that holds it, then touched by --qd engine threads, --rounds times; adds
+// that holds it, then touched by DeviceThreads engine threads, --rounds times; adds
 // its rows to `out` (and its wrong pages).
 Status RunReturnPhase(const Args& a, const uint8_t* src, DeviceResult* out);
 // The process's user + system CPU seconds so far.

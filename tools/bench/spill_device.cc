@@ -126,10 +126,10 @@ Status SpillInGroups(Device& device, Region& region, size_t pages, size_t group)
 Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src, Target* raw) {
   DeviceResult out;
   Rig rig;
-  if (Status s = rig.Open(a, Env::Default(), static_cast<int>(a.qd), a.size); !s.ok()) {
+  if (Status s = rig.Open(a, Env::Default(), static_cast<int>(DeviceThreads(a)), a.size); !s.ok()) {
     return s.Annotate("simulated GPU phase");
   }
-  out.fault_threads = std::clamp(static_cast<int>(a.qd), 1, 16);
+  out.fault_threads = static_cast<int>(DeviceThreads(a));
   // Fill through the engine view, as the engine would.
   for (size_t p = 0; p < rig.pages; ++p) memcpy(rig.Page(p), src + p * a.page, a.page);
   uint64_t pick = a.seed * 0x9E3779B97F4A7C15ull + 5;
@@ -138,7 +138,7 @@ Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src, Target* r
     Result<double> t = rig.SpillAll(kSpillGroupPages);
     if (!t.ok()) return t.status().Annotate("simulated GPU phase");
     out.spill_gbs.push_back(gb / t.value());
-    out.restore_gbs.push_back(gb / rig.TouchAll(a.qd));
+    out.restore_gbs.push_back(gb / rig.TouchAll(DeviceThreads(a)));
     t = rig.SpillAll(kSpillGroupPages);
     if (!t.ok()) return t.status().Annotate("simulated GPU phase");
     // One engine thread touches distinct spilled pages in a random order,
@@ -172,7 +172,8 @@ Status RunReturnPhase(const Args& a, const uint8_t* src, DeviceResult* out) {
   // the restore evicts nothing, so it measures the way back alone.
   Rig rig;
   const size_t pages = a.size / a.page;
-  if (Status s = rig.Open(a, Env::Default(), static_cast<int>(a.qd), a.size, pages); !s.ok()) {
+  if (Status s = rig.Open(a, Env::Default(), static_cast<int>(DeviceThreads(a)), a.size, pages);
+      !s.ok()) {
     return s.Annotate("simulated GPU phase (a device that holds the region)");
   }
   for (size_t p = 0; p < rig.pages; ++p) memcpy(rig.Page(p), src + p * a.page, a.page);
@@ -184,7 +185,7 @@ Status RunReturnPhase(const Args& a, const uint8_t* src, DeviceResult* out) {
     const uint64_t faults0 = Counters::Get(rig.counters.faults);
     const uint64_t ahead0 = Counters::Get(rig.counters.restored_ahead_pages);
     const double cpu0 = CpuSeconds();
-    out->return_gbs.push_back(gb / rig.TouchAll(a.qd));
+    out->return_gbs.push_back(gb / rig.TouchAll(DeviceThreads(a)));
     out->return_cpu_s_per_gb.push_back((CpuSeconds() - cpu0) / gb);
     faults += Counters::Get(rig.counters.faults) - faults0;
     ahead += Counters::Get(rig.counters.restored_ahead_pages) - ahead0;
