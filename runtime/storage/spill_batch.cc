@@ -223,7 +223,7 @@ size_t SpillBatch::SealGroup() const {
   // With nothing in flight, a page a thread: the device starts soon. Then
   // 1 MiB (at least a page a thread): the hand-off to a helper costs about
   // as much as sealing 64 KiB, and with groups of 4 such pages the sealed
-  // store wrote 0.7-0.8x the store in the clear at depth 32 here, with
+  // store wrote 0.5-0.8x the store in the clear at depth 32 here, with
   // groups of 16 0.8-1.2x. At most half the queue, so that the other half
   // keeps the device busy meanwhile.
   const size_t width = store_->workers_->width();

@@ -71,14 +71,14 @@ bool RunFaultPhase(const Args& a, const uint8_t* src, uint8_t* dst);
 // through Device::SpillPages, as the policy tick does; the first error.
 Status SpillInGroups(Device& device, Region& region, size_t pages, size_t group);
 
+// The simulated GPU's engine and fault threads: --qd, at most 8.
+inline unsigned DeviceThreads(const Args& a) { return std::clamp(a.qd, 1u, 8u); }
+
 // The simulated GPU's path: a sim region of --size spilled through
 // Device::Spill by DeviceThreads threads at once, restored by as many engine
 // threads touching every page (faults, with as many fault threads), and --samples
 // single touches of spilled pages by one engine thread, timed per touch;
 // --rounds times. Every page is compared with src at the end.
-// The simulated GPU's engine and fault threads: --qd, at most 8.
-inline unsigned DeviceThreads(const Args& a) { return std::clamp(a.qd, 1u, 8u); }
-
 struct DeviceResult {
   std::vector<double> spill_gbs, restore_gbs;  // per round
   std::vector<double> fault_ms;                // per timed touch
