@@ -23,8 +23,8 @@ TEST(SpillBench, EveryPhaseRunsAndNothingComesBackWrong) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   for (const char* says :
        {"write GB/s", "read GB/s", "restore, tiny device", "fault-in p99 ms",
-        ", 0 pages wrong after all rounds)", "PASS: no page lost or handed back wrong",
-        "PASS: every page came back exactly"}) {
+        "sim GPU restore: ", "kvtier_wait: ", ", 0 pages wrong after all rounds)",
+        "PASS: no page lost or handed back wrong", "PASS: every page came back exactly"}) {
     EXPECT_NE(r.out.find(says), std::string::npos) << says << "\n" << r.out;
   }
   EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;

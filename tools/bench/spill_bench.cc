@@ -209,6 +209,16 @@ double SealOneCoreGbs(const Args& a, const uint8_t* src) {
   return static_cast<double>(bytes) / (Now() - t0) / kGB;
 }
 
+// A restore is bound by the CPU where the CPU it spends per GB, at the raw
+// read speed, would keep more cores busy than the machine has.
+void PrintCoresAtRawSpeed(const char* what, double cpu_s_per_gb, double raw_read) {
+  printf(
+      "%s: %.2f s of CPU per GB; at the raw read speed (%.2f GB/s) that keeps %.2f of this "
+      "machine's %u cores busy\n",
+      what, cpu_s_per_gb, raw_read, cpu_s_per_gb * raw_read,
+      std::max(1u, std::thread::hardware_concurrency()));
+}
+
 void PrintDevice(const Args& a, const DeviceResult& d, double raw_write, double raw_read) {
   printf("\nthrough the simulated GPU: a region of %zu pages, %s, %d fault threads\n", d.pages,
          d.io_mode.c_str(), d.fault_threads);
@@ -228,16 +238,17 @@ void PrintDevice(const Args& a, const DeviceResult& d, double raw_write, double 
       "(spill = Device::SpillPages from one thread in groups of %u, as the policy tick does: "
       "write from the alias + punch the hole; "
       "restore = %u engine threads touching every page of the region spilled whole, the "
-      "device holding it, as it holds a returning session (%.2f s of CPU per GB; of the pages, "
+      "device holding it, as it holds a returning session (of the pages, "
       "%llu waited for by a fault, %llu read ahead of their touch), and through the device of "
       "%zu pages (tiny device: each install evicts a page); fault-in = one engine thread's touch "
       "of a spilled page, timed by that thread: MISSING fault, read + open (AES-256-GCM tag), "
       "UFFDIO_COPY, %zu samples; raw = one read of the raw file right after each touch; %llu "
       "restores through the tiny device, %zu pages wrong after all rounds)\n",
-      static_cast<unsigned>(kSpillGroupPages), DeviceThreads(a), Median(d.return_cpu_s_per_gb),
+      static_cast<unsigned>(kSpillGroupPages), DeviceThreads(a),
       static_cast<unsigned long long>(d.return_faults),
       static_cast<unsigned long long>(d.return_ahead), d.device_pages, d.fault_ms.size(),
       static_cast<unsigned long long>(d.restored), d.wrong_pages);
+  PrintCoresAtRawSpeed("sim GPU restore", Median(d.return_cpu_s_per_gb), raw_read);
 }
 
 void PrintCuda(const Args& a, const CudaResult& c, double raw_write, double raw_read) {
@@ -266,6 +277,7 @@ void PrintCuda(const Args& a, const CudaResult& c, double raw_write, double raw_
       static_cast<unsigned>(kSpillGroupPages), c.wait_ms.size(),
       static_cast<unsigned long long>(c.restored), static_cast<unsigned long long>(c.stalls),
       c.wrong_pages);
+  PrintCoresAtRawSpeed("kvtier_wait", Median(c.wait_cpu_s_per_gb), raw_read);
 }
 
 }  // namespace

@@ -115,6 +115,7 @@ bool RunDeviceFaultPhase(const Args& a, const uint8_t* src);
 // leaves out).
 struct CudaResult {
   std::vector<double> spill_gbs, wait_gbs, gate_gbs;  // per round
+  std::vector<double> wait_cpu_s_per_gb;              // per round: kvtier_wait's CPU
   std::vector<double> wait_ms, raw_ms;                // per single-page wait
   std::string driver, io_mode;
   size_t pages = 0, wrong_pages = 0;

@@ -143,10 +143,12 @@ Result<CudaResult> RunCudaPhase(const Args& a, const uint8_t* src, Target* raw) 
     if (!t.ok()) return t.status().Annotate("CUDA phase");
     out.spill_gbs.push_back(gb / t.value());
     double t0 = Now();
+    const double cpu0 = CpuSeconds();
     if (Status s = rig.device->Restore(*rig.region, 0, static_cast<uint32_t>(rig.pages)); !s.ok()) {
       return s;
     }
     out.wait_gbs.push_back(gb / (Now() - t0));
+    out.wait_cpu_s_per_gb.push_back((CpuSeconds() - cpu0) / gb);
     // Sealed: spilled while idle, back before the next launch runs.
     rig.device->CheckIdle();
     if (!rig.device->sealed()) return Status::Error("CUDA phase: the idle process did not seal");

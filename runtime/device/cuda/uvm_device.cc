@@ -153,7 +153,7 @@ UvmDevice::UvmDevice(UvmDeviceConfig config)
     : config_(std::move(config)),
       counters_(config_.counters ? *config_.counters : own_counters_),
       store_(config_.store),
-      scratch_(32, "CUDA backend"),
+      scratch_(RestoreBuffers(config_.page_size), "CUDA backend"),
       page_io_(config_.store) {}
 
 UvmDevice::~UvmDevice() {

@@ -235,6 +235,8 @@ class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
   bool GatedLocked(const PageRecord& rec) const REQUIRES(mu_);
   // Brings kDisk pages that are not in flight back to the host.
   void RestoreLocked(const std::vector<PageKey>& pages) REQUIRES(mu_);
+  // The private buffers a restore's chunk of pages of `page_size` reads into.
+  static size_t RestoreBuffers(size_t page_size);
   // Restores kDisk pages of [first, first+count) until none is left.
   void RestoreRangeLocked(UvmRegion& r, uint32_t first, uint32_t count) REQUIRES(mu_);
   // Opens the gate: unseals and restores every pending page (engine thread).
