@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -340,6 +341,39 @@ TEST_F(UvmDiskTierTest, AReadErrorIsRetriedAndACorruptPageStopsTheProcess) {
   SpillAll(*r, 0, 1);
   env_.Arm(Fault::kReadBitFlip, -1);  // every read comes back wrong
   EXPECT_DEATH(Launch(*r, {0}), "cannot be restored");
+}
+
+TEST_F(UvmDiskTierTest, ARestoreOfManyChunksBringsEveryPageBackOnWaitAndAtTheGate) {
+  // A restore reads a chunk of pages at a time (at least 32 pages and
+  // 16 MiB: 256 pages of 64 KiB); 600 pages take three, the last one short.
+  constexpr uint32_t kMany = 600;
+  Start(UvmDeviceConfig::Watch::kCaller, kMany);
+  RegionPtr r = MakeRegion(1, kMany);
+  std::vector<uint32_t> all(kMany);
+  std::iota(all.begin(), all.end(), 0u);
+  const auto spill_all = [&] {
+    for (const Status& s : SpillAll(*r, 0, kMany)) ASSERT_TRUE(s.ok()) << s.message();
+    for (uint32_t p = 0; p < kMany; ++p) ASSERT_EQ(TierOf(*r, p), Tier::kDisk) << "page " << p;
+  };
+  const auto pages_back = [&] {
+    uint32_t back = 0;
+    for (uint32_t p = 0; p < kMany; ++p) {
+      back += TierOf(*r, p) == Tier::kHost && Holds(*r, p, Seed(r->id, p));
+    }
+    return back;
+  };
+  // kvtier_wait of dormant pages.
+  ASSERT_TRUE(dev_->SetDormant(*r, 0, kMany, true).ok());
+  spill_all();
+  ASSERT_TRUE(dev_->Restore(*r, 0, kMany).ok());
+  EXPECT_EQ(pages_back(), kMany);
+  // The first launch after an idle seal.
+  dev_->CheckIdle();
+  ASSERT_TRUE(dev_->sealed());
+  spill_all();
+  EXPECT_TRUE(Launch(*r, all));
+  EXPECT_EQ(pages_back(), kMany);
+  EXPECT_EQ(Count(counters_.restored_pages), 2u * kMany);
 }
 
 TEST_F(UvmDiskTierTest, APromoteOfASpilledPageRestoresItFirst) {
