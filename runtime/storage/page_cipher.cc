@@ -1,4 +1,5 @@
-// PageCipher over OpenSSL EVP AES-256-GCM. Thread-safety: see the header.
+// PageCipher: AES-256-GCM over intel-ipsec-mb or OpenSSL EVP.
+// Thread-safety: see the header.
 #include "runtime/storage/page_cipher.h"
 
 #include <errno.h>
@@ -11,13 +12,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
+#include <new>
 
 #include "runtime/log.h"
+
+#ifdef KVTIER_HAVE_IPSEC_MB
+#include <intel-ipsec-mb.h>
+#endif
 
 namespace kvtier {
 namespace {
 
-constexpr size_t kKeyBytes = 32;
+constexpr size_t kKeyBytes = kCipherKeyBytes;
 constexpr size_t kNonceBytes = 12;
 constexpr size_t kAadBytes = 16;
 constexpr size_t kSealChunk = size_t{16} << 10;
@@ -40,6 +47,12 @@ void AadFor(const SealId& id, uint8_t out[kAadBytes]) {
   PutLe(out + 8, id.generation, 8);
 }
 
+Status TagMismatch() {
+  return Status::Error(
+      "its AES-256-GCM tag does not match (the bytes on disk were changed, moved from another "
+      "slot or replayed from an older write)");
+}
+
 std::string OpenSslError(const char* what) {
   char text[256];
   ERR_error_string_n(ERR_get_error(), text, sizeof text);
@@ -54,9 +67,76 @@ struct Context {
   EVP_CIPHER_CTX* ctx;
 };
 
+#ifdef KVTIER_HAVE_IPSEC_MB
+// Where the expanded key sits in the key's page: after the key, aligned as
+// intel-ipsec-mb wants it.
+constexpr size_t kExpandedKeyOffset = 64;
+static_assert(alignof(gcm_key_data) <= kExpandedKeyOffset);
+
+// intel-ipsec-mb's function table for this CPU's best code path, or null
+// where the CPU has no AES-NI (its software AES is slower than OpenSSL's).
+// Made once and never freed; its GCM functions take no state from it, so
+// every thread (and a fork child) calls through it at once.
+IMB_MGR* IpsecMbManager() {
+  static IMB_MGR* const manager = []() -> IMB_MGR* {
+    IMB_MGR* m = alloc_mb_mgr(0);
+    if (m == nullptr) return nullptr;
+    init_mb_mgr_auto(m, nullptr);
+    if (imb_get_errno(m) != 0 || (m->features & IMB_FEATURE_AESNI) == 0 ||
+        m->used_arch < IMB_ARCH_SSE) {
+      free_mb_mgr(m);
+      return nullptr;
+    }
+    return m;
+  }();
+  return manager;
+}
+#endif
+
 }  // namespace
 
-Result<std::unique_ptr<PageCipher>> PageCipher::Create() {
+bool ParseCipherLib(const std::string& word, CipherLib* out) {
+  if (word == "auto") {
+    *out = CipherLib::kAuto;
+  } else if (word == "ipsec-mb") {
+    *out = CipherLib::kIpsecMb;
+  } else if (word == "openssl") {
+    *out = CipherLib::kOpenSsl;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool PageCipher::IpsecMbRuns() {
+#ifdef KVTIER_HAVE_IPSEC_MB
+  return IpsecMbManager() != nullptr;
+#else
+  return false;
+#endif
+}
+
+Result<std::unique_ptr<PageCipher>> PageCipher::Create(CipherLib lib) {
+  return CreateWith(lib, nullptr);
+}
+
+Result<std::unique_ptr<PageCipher>> PageCipher::CreateWithKeyForTest(
+    CipherLib lib, const uint8_t key[kCipherKeyBytes]) {
+  return CreateWith(lib, key);
+}
+
+Result<std::unique_ptr<PageCipher>> PageCipher::CreateWith(CipherLib lib, const uint8_t* key) {
+  if (lib == CipherLib::kIpsecMb && !IpsecMbRuns()) {
+#ifdef KVTIER_HAVE_IPSEC_MB
+    return Status::Error(
+        "disk encryption: intel-ipsec-mb cannot run on this CPU (no AES-NI); "
+        "KVTIER_DISK_CIPHER=openssl or auto uses OpenSSL");
+#else
+    return Status::Error(
+        "disk encryption: this build has no intel-ipsec-mb (libipsec-mb-dev was missing); "
+        "KVTIER_DISK_CIPHER=openssl or auto uses OpenSSL");
+#endif
+  }
   std::unique_ptr<PageCipher> c(new PageCipher());
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   void* mem = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -79,6 +159,10 @@ Result<std::unique_ptr<PageCipher>> PageCipher::Create() {
              strerror(errno));
   }
   size_t got = 0;
+  if (key != nullptr) {
+    memcpy(c->key_, key, kKeyBytes);
+    got = kKeyBytes;
+  }
   while (got < kKeyBytes) {
     const ssize_t n = getrandom(c->key_ + got, kKeyBytes - got, 0);
     if (n < 0 && errno == EINTR) continue;
@@ -89,19 +173,74 @@ Result<std::unique_ptr<PageCipher>> PageCipher::Create() {
   if (c->aes_gcm_ == nullptr) {
     return Status::Error(OpenSslError("disk encryption: OpenSSL has no AES-256-GCM"));
   }
+#ifdef KVTIER_HAVE_IPSEC_MB
+  if (lib != CipherLib::kOpenSsl && IpsecMbRuns()) {
+    static_assert(kExpandedKeyOffset + sizeof(gcm_key_data) <= 4096);
+    auto* expanded = new (c->key_ + kExpandedKeyOffset) gcm_key_data;
+    c->mb_ = IpsecMbManager();
+    IMB_AES256_GCM_PRE(c->mb_, c->key_, expanded);
+    c->mb_key_ = expanded;
+  }
+#endif
   return c;
 }
 
 PageCipher::~PageCipher() {
   EVP_CIPHER_free(aes_gcm_);
   if (key_ != nullptr) {
-    OPENSSL_cleanse(key_, kKeyBytes);
-    munmap(key_, static_cast<size_t>(sysconf(_SC_PAGESIZE)));
+    // The key and, after it, intel-ipsec-mb's expanded key.
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    OPENSSL_cleanse(key_, page);
+    munmap(key_, page);
   }
 }
 
+std::string PageCipher::lib_name() const {
+#ifdef KVTIER_HAVE_IPSEC_MB
+  if (mb_ != nullptr) {
+    static const char* const kArch[] = {"none", "no AES-NI", "SSE", "AVX", "AVX2", "AVX-512"};
+    const char* arch = mb_->used_arch < std::size(kArch) ? kArch[mb_->used_arch] : "?";
+    const bool vaes = mb_->used_arch == IMB_ARCH_AVX512 && (mb_->features & IMB_FEATURE_VAES) != 0;
+    return std::string("intel-ipsec-mb ") + imb_get_version_str() + " (" + arch +
+           (vaes ? ", VAES" : "") + ")";
+  }
+#endif
+  return OpenSSL_version(OPENSSL_VERSION);
+}
+
+#ifdef KVTIER_HAVE_IPSEC_MB
+Status PageCipher::SealWithIpsecMb(const SealId& id, const uint8_t* src, uint8_t* dst, size_t len,
+                                   uint8_t tag[kSealTagBytes]) const {
+  uint8_t nonce[kNonceBytes], aad[kAadBytes];
+  NonceFor(id, nonce);
+  AadFor(id, aad);
+  const auto* key = static_cast<const gcm_key_data*>(mb_key_);
+  gcm_context_data ctx;
+  IMB_AES256_GCM_ENC(mb_, key, &ctx, dst, src, len, nonce, aad, sizeof aad, tag, kSealTagBytes);
+  OPENSSL_cleanse(&ctx, sizeof ctx);  // the last block's key stream
+  return Status::Ok();
+}
+
+Status PageCipher::OpenWithIpsecMb(const SealId& id, uint8_t* data, size_t len,
+                                   const uint8_t tag[kSealTagBytes]) const {
+  uint8_t nonce[kNonceBytes], aad[kAadBytes], computed[kSealTagBytes];
+  NonceFor(id, nonce);
+  AadFor(id, aad);
+  const auto* key = static_cast<const gcm_key_data*>(mb_key_);
+  gcm_context_data ctx;
+  IMB_AES256_GCM_DEC(mb_, key, &ctx, data, data, len, nonce, aad, sizeof aad, computed,
+                     kSealTagBytes);
+  OPENSSL_cleanse(&ctx, sizeof ctx);
+  if (CRYPTO_memcmp(computed, tag, kSealTagBytes) != 0) return TagMismatch();
+  return Status::Ok();
+}
+#endif
+
 Status PageCipher::Seal(const SealId& id, const uint8_t* src, uint8_t* dst, size_t len,
                         uint8_t tag[kSealTagBytes]) const {
+#ifdef KVTIER_HAVE_IPSEC_MB
+  if (mb_ != nullptr) return SealWithIpsecMb(id, src, dst, len, tag);
+#endif
   uint8_t nonce[kNonceBytes], aad[kAadBytes];
   NonceFor(id, nonce);
   AadFor(id, aad);
@@ -136,6 +275,9 @@ Status PageCipher::Seal(const SealId& id, const uint8_t* src, uint8_t* dst, size
 
 Status PageCipher::Open(const SealId& id, uint8_t* data, size_t len,
                         const uint8_t tag[kSealTagBytes]) const {
+#ifdef KVTIER_HAVE_IPSEC_MB
+  if (mb_ != nullptr) return OpenWithIpsecMb(id, data, len, tag);
+#endif
   uint8_t nonce[kNonceBytes], aad[kAadBytes], expected[kSealTagBytes];
   NonceFor(id, nonce);
   AadFor(id, aad);
@@ -150,9 +292,7 @@ Status PageCipher::Open(const SealId& id, uint8_t* data, size_t len,
   }
   if (EVP_DecryptFinal_ex(c.ctx, data + out, &tail) != 1) {
     ERR_clear_error();
-    return Status::Error(
-        "its AES-256-GCM tag does not match (the bytes on disk were changed, moved from another "
-        "slot or replayed from an older write)");
+    return TagMismatch();
   }
   return Status::Ok();
 }

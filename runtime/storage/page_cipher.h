@@ -1,14 +1,21 @@
 // PageCipher: AES-256-GCM for pages on their way to and from the spill file,
-// through OpenSSL's EVP interface, so a stolen disk, the raw device or the
-// blocks a crash leaves behind hold no KV in the clear, and a page changed,
-// moved or replayed on disk fails its tag on the way back.
+// so a stolen disk, the raw device or the blocks a crash leaves behind hold
+// no KV in the clear, and a page changed, moved or replayed on disk fails
+// its tag on the way back.
+//
+// Two implementations of the same cipher (KVTIER_DISK_CIPHER): Intel's
+// intel-ipsec-mb where the build found it and the CPU has AES-NI (with VAES
+// and AVX-512 it seals about 4x as fast a core as OpenSSL 3.0 does), else
+// OpenSSL's EVP interface. Their pages and tags are the same bytes (a test
+// opens each one's pages with the other).
 //
 // One random key per cipher (one spill store, so one per process), from
 // getrandom, in a page of its own that is locked (never swapped), left out
 // of core dumps (MADV_DONTDUMP) and wiped when the cipher is destroyed. It
-// is never logged, exported or written. OpenSSL expands it into a context
-// on its heap for each page only: the context is freed, and OpenSSL wipes
-// it, before Seal or Open returns.
+// is never logged, exported or written. intel-ipsec-mb's expanded key (the
+// round keys and the hash key's powers) lives in the same page. OpenSSL
+// expands the key into a context on its heap for each page only: the
+// context is freed, and OpenSSL wipes it, before Seal or Open returns.
 //
 // Each page is sealed under a nonce that is never reused under the key (the
 // slot and that slot's write generation), with the page's place (region,
@@ -24,10 +31,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "runtime/status.h"
 
 typedef struct evp_cipher_st EVP_CIPHER;
+struct IMB_MGR;
 
 namespace kvtier {
 
@@ -48,10 +57,26 @@ struct SealId {
 };
 
 constexpr size_t kSealTagBytes = 16;
+constexpr size_t kCipherKeyBytes = 32;
+
+// Which implementation of AES-256-GCM seals the pages (KVTIER_DISK_CIPHER).
+enum class CipherLib {
+  kAuto,     // intel-ipsec-mb where it can run here, else OpenSSL
+  kIpsecMb,  // intel-ipsec-mb; Create fails where it cannot run
+  kOpenSsl,  // OpenSSL's EVP interface
+};
+// "auto", "ipsec-mb", "openssl": the option's words. False for another word.
+bool ParseCipherLib(const std::string& word, CipherLib* out);
 
 class PageCipher {
  public:
-  static Result<std::unique_ptr<PageCipher>> Create();
+  static Result<std::unique_ptr<PageCipher>> Create(CipherLib lib = CipherLib::kAuto);
+  // A cipher under a given key, for tests that seal with one implementation
+  // and open with the other.
+  static Result<std::unique_ptr<PageCipher>> CreateWithKeyForTest(
+      CipherLib lib, const uint8_t key[kCipherKeyBytes]);
+  // Whether intel-ipsec-mb was built in and this CPU runs it (has AES-NI).
+  static bool IpsecMbRuns();
   ~PageCipher();
   PageCipher(const PageCipher&) = delete;
   PageCipher& operator=(const PageCipher&) = delete;
@@ -66,15 +91,27 @@ class PageCipher {
 
   // Whether mlock kept the key out of swap (RLIMIT_MEMLOCK may refuse it).
   bool key_locked() const { return locked_; }
+  // The implementation in use: kIpsecMb or kOpenSsl.
+  CipherLib lib() const { return mb_ != nullptr ? CipherLib::kIpsecMb : CipherLib::kOpenSsl; }
+  // It in words, with its version and code path, for logs and the bench:
+  // "intel-ipsec-mb 1.3.0 (AVX-512)", "OpenSSL 3.0.19 27 Jan 2026".
+  std::string lib_name() const;
   // For tests that look for the key where it must not be: copies it to out.
   void CopyKeyForTest(uint8_t out[32]) const;
 
  private:
   PageCipher() = default;
+  static Result<std::unique_ptr<PageCipher>> CreateWith(CipherLib lib, const uint8_t* key);
+  Status SealWithIpsecMb(const SealId& id, const uint8_t* src, uint8_t* dst, size_t len,
+                         uint8_t tag[kSealTagBytes]) const;
+  Status OpenWithIpsecMb(const SealId& id, uint8_t* data, size_t len,
+                         const uint8_t tag[kSealTagBytes]) const;
 
   uint8_t* key_ = nullptr;  // its own page: locked, not dumped
   bool locked_ = false;
-  EVP_CIPHER* aes_gcm_ = nullptr;
+  EVP_CIPHER* aes_gcm_ = nullptr;  // OpenSSL's
+  IMB_MGR* mb_ = nullptr;          // intel-ipsec-mb's, when it is in use
+  const void* mb_key_ = nullptr;   // its expanded key, in key_'s page
 };
 
 }  // namespace kvtier

@@ -86,6 +86,8 @@ struct SpillStoreConfig {
   // KVTIER_DISK_ENCRYPT: seal every page with AES-256-GCM (writes then
   // always go through the bounce buffers, where they are encrypted).
   bool encrypt = true;
+  // KVTIER_DISK_CIPHER: whose AES-256-GCM seals them.
+  CipherLib cipher = CipherLib::kAuto;
 };
 
 // Where a page went: its slot, and the XXH3-64 of its bytes (store both in

@@ -30,17 +30,36 @@ using storage_test::Pattern;
 using storage_test::SmallConfig;
 using storage_test::TempDir;
 
-std::unique_ptr<PageCipher> MakeCipher() {
-  Result<std::unique_ptr<PageCipher>> c = PageCipher::Create();
+std::unique_ptr<PageCipher> MakeCipher(CipherLib lib) {
+  Result<std::unique_ptr<PageCipher>> c = PageCipher::Create(lib);
   EXPECT_TRUE(c.ok()) << c.status().message();
-  return c.ok() ? std::move(c).value() : nullptr;
+  if (!c.ok()) return nullptr;
+  EXPECT_EQ(c.value()->lib(), lib);
+  return std::move(c).value();
 }
+
+// The implementations this build and CPU run: each test below runs on each.
+std::vector<CipherLib> RunnableLibs() {
+  std::vector<CipherLib> libs{CipherLib::kOpenSsl};
+  if (PageCipher::IpsecMbRuns()) libs.push_back(CipherLib::kIpsecMb);
+  return libs;
+}
+
+std::string LibName(const ::testing::TestParamInfo<CipherLib>& info) {
+  return info.param == CipherLib::kIpsecMb ? "IpsecMb" : "OpenSsl";
+}
+
+class PageCipherTest : public ::testing::TestWithParam<CipherLib> {
+ protected:
+  std::unique_ptr<PageCipher> MakeCipher() { return kvtier::MakeCipher(GetParam()); }
+};
+INSTANTIATE_TEST_SUITE_P(Libs, PageCipherTest, ::testing::ValuesIn(RunnableLibs()), LibName);
 
 bool Holds(const std::vector<uint8_t>& hay, const uint8_t* needle, size_t len) {
   return std::search(hay.begin(), hay.end(), needle, needle + len) != hay.end();
 }
 
-TEST(PageCipherTest, ASealedPageHoldsNoneOfItsBytesAndOpensBackExactly) {
+TEST_P(PageCipherTest, ASealedPageHoldsNoneOfItsBytesAndOpensBackExactly) {
   auto cipher = MakeCipher();
   ASSERT_TRUE(cipher);
   const std::vector<uint8_t> page = Pattern(kTestPage, 7);
@@ -67,7 +86,7 @@ TEST(PageCipherTest, ASealedPageHoldsNoneOfItsBytesAndOpensBackExactly) {
   EXPECT_EQ(in_place, page);
 }
 
-TEST(PageCipherTest, PagesOfAnyLengthOpenBackExactly) {
+TEST_P(PageCipherTest, PagesOfAnyLengthOpenBackExactly) {
   // Seal goes through a small chunk: lengths around and across its size,
   // a short page, and a 2 MiB page.
   auto cipher = MakeCipher();
@@ -87,7 +106,7 @@ TEST(PageCipherTest, PagesOfAnyLengthOpenBackExactly) {
   }
 }
 
-TEST(PageCipherTest, AnotherSlotGenerationPlaceTagOrAFlippedBitFailsTheTag) {
+TEST_P(PageCipherTest, AnotherSlotGenerationPlaceTagOrAFlippedBitFailsTheTag) {
   auto cipher = MakeCipher();
   ASSERT_TRUE(cipher);
   const std::vector<uint8_t> page = Pattern(8192, 11);
@@ -129,6 +148,62 @@ TEST(PageCipherTest, AnotherSlotGenerationPlaceTagOrAFlippedBitFailsTheTag) {
   ASSERT_TRUE(other);
   std::vector<uint8_t> bytes = sealed;
   EXPECT_FALSE(other->Open(id, bytes.data(), bytes.size(), tag).ok());
+}
+
+TEST(PageCipherLibsTest, BothImplementationsSealTheSameBytesAndOpenEachOthersPages) {
+  if (!PageCipher::IpsecMbRuns()) {
+    GTEST_SKIP() << "one implementation here: this build or CPU has no intel-ipsec-mb";
+  }
+  uint8_t key[kCipherKeyBytes];
+  for (size_t i = 0; i < sizeof key; ++i) key[i] = static_cast<uint8_t>(i * 37 + 1);
+  auto openssl = PageCipher::CreateWithKeyForTest(CipherLib::kOpenSsl, key);
+  auto ipsec_mb = PageCipher::CreateWithKeyForTest(CipherLib::kIpsecMb, key);
+  ASSERT_TRUE(openssl.ok() && ipsec_mb.ok());
+  ASSERT_EQ(openssl.value()->lib(), CipherLib::kOpenSsl);
+  ASSERT_EQ(ipsec_mb.value()->lib(), CipherLib::kIpsecMb);
+  for (size_t len :
+       {size_t{1}, size_t{15}, size_t{4095}, size_t{16385}, size_t{65536}, (size_t{2} << 20) + 7}) {
+    const std::vector<uint8_t> page = Pattern(len, 5);
+    const SealId id{9, 3, {1, 77}};
+    std::vector<uint8_t> by_openssl(len), by_ipsec_mb(len);
+    uint8_t tag_openssl[kSealTagBytes], tag_ipsec_mb[kSealTagBytes];
+    ASSERT_TRUE(openssl.value()->Seal(id, page.data(), by_openssl.data(), len, tag_openssl).ok());
+    ASSERT_TRUE(
+        ipsec_mb.value()->Seal(id, page.data(), by_ipsec_mb.data(), len, tag_ipsec_mb).ok());
+    EXPECT_EQ(by_openssl, by_ipsec_mb) << len;
+    EXPECT_EQ(memcmp(tag_openssl, tag_ipsec_mb, kSealTagBytes), 0) << len;
+    ASSERT_TRUE(ipsec_mb.value()->Open(id, by_openssl.data(), len, tag_openssl).ok()) << len;
+    EXPECT_EQ(by_openssl, page) << len;
+    ASSERT_TRUE(openssl.value()->Open(id, by_ipsec_mb.data(), len, tag_ipsec_mb).ok()) << len;
+    EXPECT_EQ(by_ipsec_mb, page) << len;
+  }
+}
+
+TEST(PageCipherLibsTest, AutoTakesIpsecMbWhereItRunsAndEveryOptionWordParses) {
+  auto cipher = MakeCipher(PageCipher::IpsecMbRuns() ? CipherLib::kIpsecMb : CipherLib::kOpenSsl);
+  Result<std::unique_ptr<PageCipher>> by_auto = PageCipher::Create(CipherLib::kAuto);
+  ASSERT_TRUE(by_auto.ok()) << by_auto.status().message();
+  ASSERT_TRUE(cipher);
+  EXPECT_EQ(by_auto.value()->lib(), cipher->lib());
+  EXPECT_NE(by_auto.value()->lib_name(), "");
+#ifdef KVTIER_HAVE_IPSEC_MB
+  // Built in: it runs wherever the CPU has AES-NI.
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string text((std::istreambuf_iterator<char>(cpuinfo)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(PageCipher::IpsecMbRuns(), text.find(" aes ") != std::string::npos);
+#else
+  Result<std::unique_ptr<PageCipher>> refused = PageCipher::Create(CipherLib::kIpsecMb);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("KVTIER_DISK_CIPHER=openssl"), std::string::npos);
+#endif
+  CipherLib lib = CipherLib::kAuto;
+  EXPECT_TRUE(ParseCipherLib("openssl", &lib));
+  EXPECT_EQ(lib, CipherLib::kOpenSsl);
+  EXPECT_TRUE(ParseCipherLib("ipsec-mb", &lib));
+  EXPECT_EQ(lib, CipherLib::kIpsecMb);
+  EXPECT_TRUE(ParseCipherLib("auto", &lib));
+  EXPECT_EQ(lib, CipherLib::kAuto);
+  EXPECT_FALSE(ParseCipherLib("aes", &lib));
 }
 
 // Every readable mapping a core dump would hold: not MADV_DONTDUMP ("dd"),
@@ -181,7 +256,7 @@ bool InDumpedMemory(const uint8_t* needle, size_t len) {
   return found;
 }
 
-TEST(PageCipherTest, TheKeyIsInNoMemoryACoreDumpHolds) {
+TEST_P(PageCipherTest, TheKeyIsInNoMemoryACoreDumpHolds) {
   auto cipher = MakeCipher();
   ASSERT_TRUE(cipher);
   {

@@ -12,6 +12,7 @@
 #include "runtime/device/device.h"
 #include "runtime/status.h"
 #include "runtime/storage/env.h"
+#include "runtime/storage/page_cipher.h"
 
 namespace kvtier::bench::spill {
 
@@ -26,11 +27,15 @@ struct Args {
   int rounds = 3;
   bool faults = true;
   bool fio = true;
-  bool device = true;         // the simulated GPU phases
-  std::string cuda = "auto";  // the CUDA backend's phase: auto, gpu, host (stand-in) or off
+  bool device = true;           // the simulated GPU phases
+  std::string cuda = "auto";    // the CUDA backend's phase: auto, gpu, host (stand-in) or off
+  std::string cipher = "auto";  // the sealed stores' KVTIER_DISK_CIPHER
   bool check = false;
   uint64_t seed = 1;
 };
+
+// The sealed stores' cipher (--cipher, in KVTIER_DISK_CIPHER's words).
+CipherLib StoreCipher(const Args& a);
 
 double Now();                          // seconds, monotonic
 uint64_t NextRandom(uint64_t* state);  // xorshift64*

@@ -66,6 +66,7 @@ struct Rig {
     cfg.budget_bytes = a.size;
     cfg.page_size = a.page;
     cfg.queue_depth = a.qd;
+    cfg.cipher = StoreCipher(a);
     Result<std::unique_ptr<SpillStore> > s = SpillStore::Create(cfg, Env::Default(), &counters);
     if (!s.ok()) return s.status();
     store = std::move(s).value();

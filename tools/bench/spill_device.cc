@@ -41,6 +41,7 @@ struct Rig {
     cfg.budget_bytes = budget;
     cfg.page_size = a.page;
     cfg.queue_depth = a.qd;
+    cfg.cipher = StoreCipher(a);
     cfg.backoff_min_ns = 1'000'000;  // short waits keep the fault phase quick
     cfg.backoff_max_ns = 16'000'000;
     Result<std::unique_ptr<SpillStore>> s = SpillStore::Create(cfg, env, &counters);

@@ -65,6 +65,7 @@ bool RunFaultPhase(const Args& a, const uint8_t* src, uint8_t* dst) {
   cfg.budget_bytes = size;
   cfg.page_size = a.page;
   cfg.queue_depth = a.qd;
+  cfg.cipher = StoreCipher(a);
   cfg.grow_bytes = 4 * a.page;
   cfg.backoff_min_ns = 1'000'000;  // short waits keep the phase quick
   cfg.backoff_max_ns = 16'000'000;

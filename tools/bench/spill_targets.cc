@@ -111,6 +111,7 @@ class StoreTarget final : public Target {
     cfg.budget_bytes = a.size;
     cfg.page_size = a.page;
     cfg.queue_depth = a.qd;
+    cfg.cipher = StoreCipher(a);
     cfg.encrypt = !clear;
     Result<std::unique_ptr<SpillStore>> s = SpillStore::Create(cfg, env, nullptr);
     if (!s.ok()) return s.status();
