@@ -107,13 +107,16 @@ class SpillBatch {
   // CheckPage for every page of every op, spread over the store's workers:
   // per op, "" or why its first bad page is bad.
   std::vector<std::string> CheckPages(const std::vector<Op>& ops);
-  // Seals the writes of `lanes` into their bounce buffers (in parallel) and
-  // computes their checksums; a write that cannot be sealed completes as
-  // failed and its request leaves `reqs`. Then submits reqs (false: the
-  // queue refused them).
+  // Seals the writes of `lanes` into their bounce buffers (in parallel
+  // unless SealsInline) and computes their checksums; a write that cannot
+  // be sealed completes as failed and its request leaves `reqs`. Then
+  // submits reqs (false: the queue refused them).
   bool SealAndSubmit(std::vector<unsigned>* lanes, std::vector<IoRequest>* reqs);
   // How many sealed writes go out together.
   size_t SealGroup() const;
+  // Whether this thread seals them itself (a cipher about as fast as a
+  // copy), not spread over the store's helpers.
+  bool SealsInline() const;
   // True (and counted) if the read may be tried once more.
   bool TakeRetry(Op& op, const std::string& detail);
   // Completes a read that failed twice; zeroes its destination.
