@@ -80,8 +80,9 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, const P
     store_config.budget_bytes = options.disk_budget;
     store_config.page_size = options.page_size;
     store_config.encrypt = options.disk_encrypt;
-    ParseCipherLib(options.disk_cipher, &store_config.cipher);  // options.def's words
-    Env* env = nullptr;                                         // the default
+    // options.def accepts only the words ParseCipherLib knows.
+    ParseCipherLib(options.disk_cipher, &store_config.cipher);
+    Env* env = nullptr;  // the default
     if (faults.value().any()) {
       // Armed once the store is open: its probes, which choose the I/O
       // mode, see the real disk, and the faults land on the I/O they test.

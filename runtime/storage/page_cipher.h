@@ -94,7 +94,7 @@ class PageCipher {
   // The implementation in use: kIpsecMb or kOpenSsl.
   CipherLib lib() const { return mb_ != nullptr ? CipherLib::kIpsecMb : CipherLib::kOpenSsl; }
   // It in words, with its version and code path, for logs and the bench:
-  // "intel-ipsec-mb 1.3.0 (AVX-512)", "OpenSSL 3.0.19 27 Jan 2026".
+  // "intel-ipsec-mb 1.3.0 (AVX-512, VAES)", "OpenSSL 3.0.19 27 Jan 2026".
   std::string lib_name() const;
   // For tests that look for the key where it must not be: copies it to out.
   void CopyKeyForTest(uint8_t out[32]) const;

@@ -106,8 +106,8 @@ TEST(SpillStoreTest, BatchRoundTripZeroCopyAndBounce) {
   TempDir tmp;
   ASSERT_TRUE(tmp.ok());
   // Every mix of direct and bounced writes and reads, sealed by each cipher:
-  // intel-ipsec-mb's pages go out one by one as they are sealed, OpenSSL's
-  // in groups sealed by the helpers (SpillBatch::SealGroup).
+  // intel-ipsec-mb's by the I/O thread in groups of 256 KiB, OpenSSL's in
+  // groups spread over the helpers (SpillBatch::SealGroup).
   for (int mode = 0; mode < 8; ++mode) {
     bool zero_copy_writes = (mode & 1) != 0, zero_copy_reads = (mode & 2) != 0;
     const CipherLib lib = (mode & 4) != 0 ? CipherLib::kOpenSsl : CipherLib::kAuto;
