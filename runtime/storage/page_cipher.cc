@@ -68,10 +68,10 @@ struct Context {
 };
 
 #ifdef KVTIER_HAVE_IPSEC_MB
-// Where the expanded key sits in the key's page: after the key, aligned as
-// intel-ipsec-mb wants it.
+// Where the expanded key sits in the key's page: after the key, on the
+// 64-byte boundary intel-ipsec-mb's code wants (its header declares the
+// alignment only where LINUX is defined).
 constexpr size_t kExpandedKeyOffset = 64;
-static_assert(alignof(gcm_key_data) <= kExpandedKeyOffset);
 
 // intel-ipsec-mb's function table for this CPU's best code path, or null
 // where the CPU has no AES-NI (its software AES is slower than OpenSSL's).
@@ -177,6 +177,9 @@ Result<std::unique_ptr<PageCipher>> PageCipher::CreateWith(CipherLib lib, const 
   if (lib != CipherLib::kOpenSsl && IpsecMbRuns()) {
     static_assert(kExpandedKeyOffset + sizeof(gcm_key_data) <= 4096);
     auto* expanded = new (c->key_ + kExpandedKeyOffset) gcm_key_data;
+    if (reinterpret_cast<uintptr_t>(expanded) % 64 != 0) {
+      return Status::Error("disk encryption: the expanded key is not 64-byte aligned");
+    }
     c->mb_ = IpsecMbManager();
     IMB_AES256_GCM_PRE(c->mb_, c->key_, expanded);
     c->mb_key_ = expanded;
@@ -193,6 +196,15 @@ PageCipher::~PageCipher() {
     OPENSSL_cleanse(key_, page);
     munmap(key_, page);
   }
+}
+
+bool PageCipher::seals_at_copy_speed() const {
+#ifdef KVTIER_HAVE_IPSEC_MB
+  return mb_ != nullptr && mb_->used_arch == IMB_ARCH_AVX512 &&
+         (mb_->features & IMB_FEATURE_VAES) != 0;
+#else
+  return false;
+#endif
 }
 
 std::string PageCipher::lib_name() const {

@@ -227,9 +227,9 @@ void SpillBatch::TakeDone(std::vector<SpillCompletion>* out) {
 }
 
 size_t SpillBatch::SealGroup() const {
-  // intel-ipsec-mb seals a page about as fast as the store in the clear
-  // copies one (15-20 GB/s a core here, with VAES): this thread seals 256
-  // KiB (at least a page) and submits it, with no hand-off to the helpers.
+  // intel-ipsec-mb with VAES seals a page about as fast as the store in the
+  // clear copies one (12-23 GB/s a core here): this thread seals 256 KiB
+  // (at least a page) and submits it, with no hand-off to the helpers.
   // With 64 KiB pages, groups of one page wrote 0.93x the store in the
   // clear at 0.15 s of CPU per GB (a submit each), groups of 4 1.07-1.21x
   // at 0.12 (the clear store: 0.11), groups of 16 0.96-1.09x.
@@ -237,12 +237,13 @@ size_t SpillBatch::SealGroup() const {
     return std::clamp<size_t>((size_t{256} << 10) / store_->page_size(), 1,
                               std::max<unsigned>(depth_ / 2, 1));
   }
-  // OpenSSL's is a quarter as fast. With nothing in flight, a page a
-  // thread: the device starts soon. Then 1 MiB (at least a page a thread):
-  // the hand-off to a helper costs about as much as sealing 64 KiB, and with
-  // groups of 4 such pages the sealed store wrote 0.5-0.8x the store in the
-  // clear at depth 32 here, with groups of 16 0.8-1.2x. At most half the
-  // queue, so that the other half keeps the device busy meanwhile.
+  // Other code (OpenSSL's, or intel-ipsec-mb's without VAES) is about a
+  // quarter as fast. With nothing in flight, a page a thread: the device
+  // starts soon. Then 1 MiB (at least a page a thread): the hand-off to a
+  // helper costs about as much as sealing 64 KiB, and with groups of 4 such
+  // pages the sealed store wrote 0.5-0.8x the store in the clear at depth 32
+  // here, with groups of 16 0.8-1.2x. At most half the queue, so that the
+  // other half keeps the device busy meanwhile.
   const size_t width = store_->workers_->width();
   const size_t pages =
       in_flight_ == 0 ? width : std::max((size_t{1} << 20) / store_->page_size(), width);

@@ -121,6 +121,9 @@ TEST(SpillStoreTest, BatchRoundTripZeroCopyAndBounce) {
     cfg.cipher = lib;
     auto store = MakeStore(cfg, &c);
     ASSERT_NE(store, nullptr);
+    ASSERT_EQ(store->cipher()->lib(), lib == CipherLib::kAuto && PageCipher::IpsecMbRuns()
+                                          ? CipherLib::kIpsecMb
+                                          : CipherLib::kOpenSsl);
     constexpr int kPages = 48;
     Result<AlignedBuffer> src = AlignedBuffer::Allocate(kPages * kTestPage);
     Result<AlignedBuffer> dst = AlignedBuffer::Allocate(kPages * kTestPage);
