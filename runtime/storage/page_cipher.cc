@@ -200,8 +200,9 @@ PageCipher::~PageCipher() {
 
 bool PageCipher::seals_at_copy_speed() const {
 #ifdef KVTIER_HAVE_IPSEC_MB
+  constexpr uint64_t kVectorAes = IMB_FEATURE_VAES | IMB_FEATURE_VPCLMULQDQ;
   return mb_ != nullptr && mb_->used_arch == IMB_ARCH_AVX512 &&
-         (mb_->features & IMB_FEATURE_VAES) != 0;
+         (mb_->features & kVectorAes) == kVectorAes;
 #else
   return false;
 #endif
@@ -212,9 +213,8 @@ std::string PageCipher::lib_name() const {
   if (mb_ != nullptr) {
     static const char* const kArch[] = {"none", "no AES-NI", "SSE", "AVX", "AVX2", "AVX-512"};
     const char* arch = mb_->used_arch < std::size(kArch) ? kArch[mb_->used_arch] : "?";
-    const bool vaes = mb_->used_arch == IMB_ARCH_AVX512 && (mb_->features & IMB_FEATURE_VAES) != 0;
     return std::string("intel-ipsec-mb ") + imb_get_version_str() + " (" + arch +
-           (vaes ? ", VAES" : "") + ")";
+           (seals_at_copy_speed() ? ", VAES" : "") + ")";
   }
 #endif
   return OpenSSL_version(OPENSSL_VERSION);
