@@ -138,7 +138,7 @@ void SpillBatch::Submit() {
   }
 }
 
-bool SpillBatch::SealsInline() const { return store_->cipher()->lib() == CipherLib::kIpsecMb; }
+bool SpillBatch::SealsInline() const { return store_->cipher()->seals_at_copy_speed(); }
 
 bool SpillBatch::SealAndSubmit(std::vector<unsigned>* lanes, std::vector<IoRequest>* reqs) {
   std::vector<Status> sealed(lanes->size());
@@ -228,7 +228,7 @@ void SpillBatch::TakeDone(std::vector<SpillCompletion>* out) {
 
 size_t SpillBatch::SealGroup() const {
   // intel-ipsec-mb with VAES seals a page about as fast as the store in the
-  // clear copies one (12-23 GB/s a core here): this thread seals 256 KiB
+  // clear copies one (12-20 GB/s a core here): this thread seals 256 KiB
   // (at least a page) and submits it, with no hand-off to the helpers.
   // With 64 KiB pages, groups of one page wrote 0.93x the store in the
   // clear at 0.15 s of CPU per GB (a submit each), groups of 4 1.07-1.21x
