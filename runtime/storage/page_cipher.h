@@ -5,7 +5,7 @@
 //
 // Two implementations of the same cipher (KVTIER_DISK_CIPHER): Intel's
 // intel-ipsec-mb where the build found it and the CPU has AES-NI (with VAES
-// and AVX-512 it seals about 4x as fast a core as OpenSSL 3.0 does), else
+// and AVX-512 it seals about 3x as fast a core as OpenSSL 3.0 does), else
 // OpenSSL's EVP interface. Their pages and tags are the same bytes (a test
 // opens each one's pages with the other).
 //
@@ -92,7 +92,7 @@ class PageCipher {
   // Whether mlock kept the key out of swap (RLIMIT_MEMLOCK may refuse it).
   bool key_locked() const { return locked_; }
   // Whether it seals about as fast as a page is copied: intel-ipsec-mb with
-  // VAES (AVX-512), 12-23 GB/s a core on the build machine. Elsewhere (its
+  // VAES (AVX-512), 12-20 GB/s a core on the build machine. Elsewhere (its
   // AVX2 or SSE code, OpenSSL) it is about a quarter of that.
   bool seals_at_copy_speed() const;
   // The implementation in use: kIpsecMb or kOpenSsl.
