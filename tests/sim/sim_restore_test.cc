@@ -5,7 +5,8 @@
 // keeps its copy and leaves again unwritten until it changes (a write to it
 // caught by its write protection, or its hash where there is none); the stride
 // learned from where faults start brings a session's span back in every
-// layer; copies written ahead make the next eviction free.
+// layer; a session that returns after its neighbour in the buffer reads its
+// own cells first; copies written ahead make the next eviction free.
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -316,6 +317,52 @@ TEST_F(SimDiskTest, AStrideLearnedFromFaultsBringsASpanBackInEveryLayer) {
       EXPECT_EQ(TierOf(r, l * kLayer + cell), Tier::kDisk) << "layer " << l << " cell " << cell;
     }
   }
+}
+
+TEST_F(SimDiskTest, ASessionReturningRightAfterItsNeighbourReadsItsOwnCellsFirst) {
+  // Two sessions' cells side by side in one buffer, as llama.cpp keeps
+  // them: A in pages 0..15, B in 20..35, each with never-touched cells
+  // after it. A comes back, then B: B's first fault lies within reach of
+  // A's stream (the most a stream reads ahead, 4 MiB), but B's cells
+  // before it are on disk and no read took them, so the fault starts a
+  // stream of its own, which reads them ahead of their touches.
+  constexpr uint32_t kPages = 40;
+  constexpr uint32_t kA = 0, kB = 20, kCells = 16;
+  SpillStore* store = MakeStore(kPages);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(kPages * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  Result<RegionPtr> made = dev->CreateRegion(30, kPages * kPage, kPage, "kv-sessions");
+  ASSERT_TRUE(made.ok());
+  Region& r = *made.value();
+  std::vector<PageRef> cells;
+  for (uint32_t first : {kA, kB}) {
+    for (uint32_t p = first; p < first + kCells; ++p) {
+      WritePattern(PageBase(r, p), kPage, Seed(p, 1));
+      cells.push_back({&r, p});
+    }
+  }
+  for (const PageRef& c : cells) ASSERT_TRUE(dev->Demote(r, c.page).ok());
+  std::vector<Status> results(cells.size());
+  dev->SpillPages(cells, results);
+  for (const Status& s : results) ASSERT_TRUE(s.ok()) << s.message();
+
+  // A returns: its last cell first, then the rest in order.
+  const RecordingEvents::Mark a_back = events_.MarkNow();
+  for (uint32_t p = kA + kCells; p-- > kA;) {
+    ASSERT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << p;
+  }
+  ASSERT_TRUE(events_.WaitForPagesBackFromDisk(a_back, r.id, kA, kCells));
+  // B returns: one touch of its last cell brings the others back unasked.
+  const uint32_t last = kB + kCells - 1;
+  ASSERT_EQ(CheckPattern(PageBase(r, last), kPage, Seed(last, 1)), -1);
+  for (uint32_t p = kB; p < last; ++p) EXPECT_TRUE(WaitForTier(r, p, Tier::kDevice)) << p;
+  const uint64_t faults = Get(counters_.faults);
+  for (uint32_t p = kB; p < last; ++p) {
+    EXPECT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << p;
+  }
+  EXPECT_EQ(Get(counters_.faults), faults) << "B's cells came back ahead of their touches";
+  dev->DestroyRegion(r);
 }
 
 TEST_F(SimDiskTest, AFirstTouchPopulatesTheNeverTouchedPagesAfterIt) {
