@@ -330,7 +330,9 @@ TEST_F(SimDiskTest, ASessionReturningRightAfterItsNeighbourReadsItsOwnCellsFirst
   constexpr uint32_t kA = 0, kB = 20, kCells = 16;
   SpillStore* store = MakeStore(kPages);
   ASSERT_TRUE(store);
-  auto dev = MakeDevice(kPages * kPage, 1, false, store);
+  // Room for four such buffers: pages read ahead of any touch take at most
+  // a quarter of the device.
+  auto dev = MakeDevice(4 * kPages * kPage, 1, false, store);
   ASSERT_TRUE(dev);
   Result<RegionPtr> made = dev->CreateRegion(30, kPages * kPage, kPage, "kv-sessions");
   ASSERT_TRUE(made.ok());

@@ -165,12 +165,17 @@ void MemfdDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
     if (from == Tier::kDevice) {
       // Resolved before this message was handled (a Promote, or a second
       // message for a page just brought in). Map the touched base page in
-      // case it is the one missing (writable: the page's copy, if any, is
-      // no longer known current), then make sure its waiter runs.
-      reg.pages[page].flags.fetch_and(static_cast<uint8_t>(~kPageUnwritten),
-                                      std::memory_order_relaxed);
-      Status s =
-          minor ? uffd_.Continue(base_addr, base_page) : uffd_.ZeroFill(base_addr, base_page);
+      // case it is the one missing, then make sure its waiter runs. If this
+      // maps it, it is mapped writable, so the page's copy, if any, is no
+      // longer known current; if the install mapped it already
+      // (write-protected, maybe), the copy stays current.
+      bool mapped = false;
+      Status s = minor ? uffd_.Continue(base_addr, base_page, &mapped)
+                       : uffd_.ZeroFill(base_addr, base_page, &mapped);
+      if (!s.ok() || mapped) {
+        reg.pages[page].flags.fetch_and(static_cast<uint8_t>(~kPageUnwritten),
+                                        std::memory_order_relaxed);
+      }
       uffd_.Wake(base_addr, base_page);
       if (!s.ok()) DegradeLocked(*r, s);
       return;

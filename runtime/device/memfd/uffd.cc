@@ -165,11 +165,11 @@ Status UserFaultFd::Unregister(uintptr_t start, size_t len) const {
   return Status::Ok();
 }
 
-Status UserFaultFd::Continue(uintptr_t start, size_t len) const {
-  return Fill(Op::kContinue, start, len, nullptr);
+Status UserFaultFd::Continue(uintptr_t start, size_t len, bool* mapped) const {
+  return Fill(Op::kContinue, start, len, nullptr, nullptr, mapped);
 }
-Status UserFaultFd::ZeroFill(uintptr_t start, size_t len) const {
-  return Fill(Op::kZero, start, len, nullptr);
+Status UserFaultFd::ZeroFill(uintptr_t start, size_t len, bool* mapped) const {
+  return Fill(Op::kZero, start, len, nullptr, nullptr, mapped);
 }
 Status UserFaultFd::Copy(uintptr_t start, size_t len, const void* src) const {
   return Fill(Op::kCopy, start, len, src);
@@ -246,11 +246,12 @@ int UserFaultFd::Ioctl(Op op, uintptr_t start, size_t len, const void* src, size
   return -err;
 }
 
-Status UserFaultFd::Fill(Op op, uintptr_t start, size_t len, const void* src,
-                         bool* skipped_out) const {
+Status UserFaultFd::Fill(Op op, uintptr_t start, size_t len, const void* src, bool* skipped_out,
+                         bool* mapped_out) const {
   const size_t base_page = BasePageSize();
   size_t off = 0;
   bool skipped = false;
+  if (mapped_out != nullptr) *mapped_out = false;
   int again = 0;
   while (off < len) {
     size_t done = 0;
@@ -258,6 +259,7 @@ Status UserFaultFd::Fill(Op op, uintptr_t start, size_t len, const void* src,
     const int err = Ioctl(op, start + off, len - off, from, &done);
     off += done;
     if (err == 0 || done > 0) {
+      if (mapped_out != nullptr) *mapped_out = true;
       again = 0;
       continue;  // done, or partial progress (reported as EAGAIN): carry on
     }
@@ -277,6 +279,7 @@ Status UserFaultFd::Fill(Op op, uintptr_t start, size_t len, const void* src,
                                 OpName(static_cast<int>(op)),
                                 static_cast<unsigned long>(start + off), strerror(-e));
         }
+        if (e == 0 && mapped_out != nullptr) *mapped_out = true;
       }
       off += base_page;
       skipped = true;

@@ -65,11 +65,14 @@ class UserFaultFd {
   // Unregisters the range; waiting threads are woken and fault normally.
   Status Unregister(uintptr_t start, size_t len) const;
 
-  // Maps the page-cache pages of a range (MINOR resolution).
-  Status Continue(uintptr_t start, size_t len) const;
+  // Maps the page-cache pages of a range (MINOR resolution). *mapped (if
+  // given): whether this call mapped any base page (false when all were
+  // mapped already, by a racing resolver).
+  Status Continue(uintptr_t start, size_t len, bool* mapped = nullptr) const;
   // Fills holes in a range with zeroed pages (MISSING resolution), mapping
-  // instead any page that already has bytes in the memfd.
-  Status ZeroFill(uintptr_t start, size_t len) const;
+  // instead any page that already has bytes in the memfd. *mapped: as for
+  // Continue.
+  Status ZeroFill(uintptr_t start, size_t len, bool* mapped = nullptr) const;
   // Fills holes with bytes copied from `src` (MISSING resolution; also the
   // disk tier's restore), mapping instead any page that already has bytes.
   Status Copy(uintptr_t start, size_t len, const void* src) const;
@@ -92,8 +95,10 @@ class UserFaultFd {
   enum class Op { kContinue, kZero, kCopy, kCopyProtected };
   static int OpenFd(UserFaultFd& u);
   // *skipped (if given): whether some base page was found mapped or with
-  // bytes in the memfd, and mapped as it was instead.
-  Status Fill(Op op, uintptr_t start, size_t len, const void* src, bool* skipped = nullptr) const;
+  // bytes in the memfd, and mapped as it was instead. *mapped (if given):
+  // whether this call mapped any base page.
+  Status Fill(Op op, uintptr_t start, size_t len, const void* src, bool* skipped = nullptr,
+              bool* mapped = nullptr) const;
   Status Protect(uintptr_t start, size_t len, bool protect) const;
   // One ioctl; returns 0, or -errno with *done set to the bytes it did.
   int Ioctl(Op op, uintptr_t start, size_t len, const void* src, size_t* done) const;
