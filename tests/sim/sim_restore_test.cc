@@ -321,13 +321,15 @@ TEST_F(SimDiskTest, AStrideLearnedFromFaultsBringsASpanBackInEveryLayer) {
 
 TEST_F(SimDiskTest, ASessionReturningRightAfterItsNeighbourReadsItsOwnCellsFirst) {
   // Two sessions' cells side by side in one buffer, as llama.cpp keeps
-  // them: A in pages 0..15, B in 20..35, each with never-touched cells
-  // after it. A comes back, then B: B's first fault lies within reach of
-  // A's stream (the most a stream reads ahead, 4 MiB), but B's cells
-  // before it are on disk and no read took them, so the fault starts a
-  // stream of its own, which reads them ahead of their touches.
+  // them: A in pages 0..11, B in 14..25, each with never-touched cells
+  // after it. A comes back, then B: B's first fault (on its last cell) lies
+  // within reach of A's stream (16 pages of 256 KiB past what it queued),
+  // but B's cells before it are on disk and no read took them, so the
+  // fault starts a stream of its own, which reads them ahead of their
+  // touches.
   constexpr uint32_t kPages = 40;
-  constexpr uint32_t kA = 0, kB = 20, kCells = 16;
+  constexpr uint32_t kA = 0, kB = 14, kCells = 12;
+  static_assert(kB + kCells - 1 < kA + kCells + (4 << 20) / kPage, "within A's stream's reach");
   SpillStore* store = MakeStore(kPages);
   ASSERT_TRUE(store);
   // Room for four such buffers: pages read ahead of any touch take at most
@@ -349,16 +351,19 @@ TEST_F(SimDiskTest, ASessionReturningRightAfterItsNeighbourReadsItsOwnCellsFirst
   dev->SpillPages(cells, results);
   for (const Status& s : results) ASSERT_TRUE(s.ok()) << s.message();
 
-  // A returns: its last cell first, then the rest in order.
+  // A returns: its last cell first, then the rest.
   const RecordingEvents::Mark a_back = events_.MarkNow();
   for (uint32_t p = kA + kCells; p-- > kA;) {
     ASSERT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << p;
   }
   ASSERT_TRUE(events_.WaitForPagesBackFromDisk(a_back, r.id, kA, kCells));
   // B returns: one touch of its last cell brings the others back unasked.
+  const RecordingEvents::Mark b_back = events_.MarkNow();
   const uint32_t last = kB + kCells - 1;
   ASSERT_EQ(CheckPattern(PageBase(r, last), kPage, Seed(last, 1)), -1);
   for (uint32_t p = kB; p < last; ++p) EXPECT_TRUE(WaitForTier(r, p, Tier::kDevice)) << p;
+  // The last cell's fault is counted by then (the toucher is woken first).
+  ASSERT_TRUE(events_.WaitForPagesBackFromDisk(b_back, r.id, kB, kCells));
   const uint64_t faults = Get(counters_.faults);
   for (uint32_t p = kB; p < last; ++p) {
     EXPECT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << p;

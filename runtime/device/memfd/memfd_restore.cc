@@ -118,30 +118,37 @@ void MemfdDevice::WakeRestorerLocked() {
 
 MemfdDevice::ReadStream& MemfdDevice::StreamForLocked(const MemfdRegion& r, uint32_t page,
                                                       bool* fresh) {
-  ReadStream* oldest = &streams_[0];
+  ReadStream* slot = &streams_[0];  // the oldest, unless a stream restarts
   *fresh = false;
   const uint32_t max_window = PagesIn(kMaxWindowBytes, r.region->page_size);
-  // A page on disk right before the fault, which no read has taken: no
-  // stream got here (another session's stream may end a few pages before
-  // this one's cells), so the fault starts one, which reads those pages
-  // first.
+  // The page right before the fault on disk, and no read took it.
   const PageRecord* prev = page > 0 ? &r.region->pages[page - 1] : nullptr;
-  const bool uncovered = prev != nullptr &&
-                         prev->tier.load(std::memory_order_relaxed) == Tier::kDisk &&
-                         !(prev->flags.load(std::memory_order_relaxed) & kPageInFlight);
+  const bool unread_before = prev != nullptr &&
+                             prev->tier.load(std::memory_order_relaxed) == Tier::kDisk &&
+                             !(prev->flags.load(std::memory_order_relaxed) & kPageInFlight);
   for (ReadStream& s : streams_) {
-    // The fault is where the stream is, or just past what it queued.
-    if (!uncovered && s.r == &r && page >= s.start && page < s.next + max_window) {
+    // The fault is where the stream is, or just past what it queued ...
+    if (s.r == &r && page >= s.start && page < s.next + max_window) {
+      // ... unless an unread page lies right before it, past what the
+      // stream queued: the stream never got there. In llama.cpp's buffer a
+      // session's cells follow the last one's, so a returning session's
+      // first fault falls within reach of the last return's stream; it
+      // starts a stream of its own, in that stream's slot, which reads
+      // the session's cells before the fault first.
+      if (unread_before && page - 1 >= s.next) {
+        slot = &s;
+        break;
+      }
       s.window = std::min(s.window * 2, max_window);
       s.used = ++stream_clock_;
       return s;
     }
-    if (s.used < oldest->used) oldest = &s;
+    if (s.used < slot->used) slot = &s;
   }
   const uint32_t first_window = PagesIn(kFirstWindowBytes, r.region->page_size);
-  *oldest = ReadStream{&r, page, page, first_window, ++stream_clock_, page, page + 1, page, page};
+  *slot = ReadStream{&r, page, page, first_window, ++stream_clock_, page, page + 1, page, page};
   *fresh = true;
-  return *oldest;
+  return *slot;
 }
 
 bool MemfdDevice::TakeBackQueuedLocked(MemfdRegion& r, uint32_t page) {
