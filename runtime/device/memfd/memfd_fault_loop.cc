@@ -52,7 +52,6 @@ void MemfdDevice::StopThreads() {
       WakeRestorerLocked();
     }
     restorer_->join();
-    restorer_.reset();
   }
   const uint64_t one = 1;
   if (write(stop_fd_, &one, sizeof one) != sizeof one) {
@@ -60,6 +59,8 @@ void MemfdDevice::StopThreads() {
   }
   for (auto& t : threads_) t->join();
   threads_.clear();
+  // Only now: a fault thread handling a last message reads restorer_.
+  restorer_.reset();
 }
 
 void MemfdDevice::FaultLoop() {
