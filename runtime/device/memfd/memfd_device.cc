@@ -147,9 +147,10 @@ void MemfdDevice::CopyBlocksInForkChild() NO_THREAD_SAFETY_ANALYSIS {
       const PageRecord& rec = r->region->pages[p];
       const size_t off = size_t{p} * page_size;
       const Tier tier = rec.tier.load(std::memory_order_relaxed);
-      if (r->degraded || tier == Tier::kDevice || tier == Tier::kHost) {
-        memcpy(dst + off, r->views.alias + off, page_size);
-      } else if (tier == Tier::kDisk) {
+      // A page on disk is read from its slot, in a degraded region too: its
+      // read back into the memfd may not have run yet (DegradeLocked waits
+      // for the region's I/O without the lock, and fork may come meanwhile).
+      if (tier == Tier::kDisk) {
         Status read =
             store_->ReadInForkChild(rec.disk_slot, dst + off, rec.checksum, {r->region->id, p});
         if (!read.ok()) {
@@ -158,6 +159,8 @@ void MemfdDevice::CopyBlocksInForkChild() NO_THREAD_SAFETY_ANALYSIS {
               reinterpret_cast<void*>(base), read.message().c_str());
           _exit(70);
         }
+      } else if (r->degraded || tier == Tier::kDevice || tier == Tier::kHost) {
+        memcpy(dst + off, r->views.alias + off, page_size);
       }  // kUntouched: zeros, as the fresh mapping is
     }
     // The copy takes the engine view's place (and its address).
