@@ -169,6 +169,77 @@ TEST_F(SimDiskTest, AFaultWhileAnotherReadIsHeldIsServedMeanwhile) {
   EXPECT_EQ(Get(counters_.restored_pages), 2u);
 }
 
+// Two fault threads. Page 0's fault thread reads it itself, held, having
+// queued pages 1 and 2 for the pipeline, which is woken only once that read
+// ends. Then page 2, queued, is touched: its fault thread takes the read
+// back only where the pipeline could not start it soon (a device too small
+// for the pipeline's 16 MiB in flight); on a larger one the pipeline reads
+// it with page 1, once woken.
+class SimDiskTakeBackTest : public SimDiskTest {
+ protected:
+  struct Outcome {
+    bool back_while_held = false;  // page 2 came back while page 0's read held
+    uint64_t coalesced = 0;        // faults that waited for another's read
+  };
+  Outcome TouchAQueuedPage(uint32_t device_pages) {
+    Outcome out;
+    SpillStore* store = MakeStore(16);
+    if (!store) return out;
+    auto dev = MakeDevice(device_pages * kPage, 2, false, store);
+    if (!dev) return out;
+    RegionPtr region = HostRegion(*dev, 23, 16);
+    if (!region) return out;
+    Region& r = *region;
+    SpillAll(*dev, r);
+    // The pipeline waits for work (not still starting up, which would see
+    // the queued pages without a wake).
+    const auto idle_by = std::chrono::steady_clock::now() + kEventDeadline;
+    while (!dev->RestorerIdle() && std::chrono::steady_clock::now() < idle_by) {
+      std::this_thread::yield();
+    }
+    EXPECT_TRUE(dev->RestorerIdle());
+    env_.HoldSlow();
+    env_.Arm(Fault::kSlow, 1);  // page 0's read
+    int64_t bad[2] = {0, 0};
+    std::thread a([&] { bad[0] = CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)); });
+    EXPECT_TRUE(env_.WaitForHeld(1, kHoldTimeoutNs)) << "page 0's read never started";
+    std::atomic<bool> b_done{false};
+    std::thread b([&] {
+      bad[1] = CheckPattern(PageBase(r, 2), kPage, Seed(2, 1));
+      b_done = true;
+    });
+    // Until page 2's fault is handled one way or the other.
+    const auto deadline = std::chrono::steady_clock::now() + kEventDeadline;
+    while (!b_done && dev->coalesced_faults() == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    out.back_while_held = b_done;
+    out.coalesced = dev->coalesced_faults();
+    env_.ReleaseHeld();
+    a.join();
+    b.join();
+    EXPECT_EQ(bad[0], -1);
+    EXPECT_EQ(bad[1], -1);
+    EXPECT_EQ(CheckPattern(PageBase(r, 1), kPage, Seed(1, 1)), -1);
+    dev->DestroyRegion(r);
+    return out;
+  }
+};
+
+TEST_F(SimDiskTakeBackTest, AQueuedPageThePipelineCanStartIsLeftToIt) {
+  // 64 MiB: an ahead share of 16 MiB, the pipeline's most in flight.
+  const Outcome out = TouchAQueuedPage(256);
+  EXPECT_FALSE(out.back_while_held) << "the fault thread read page 2 itself";
+  EXPECT_EQ(out.coalesced, 1u);
+}
+
+TEST_F(SimDiskTakeBackTest, OnADeviceTooSmallForThePipelineAFaultThreadReadsItsQueuedPage) {
+  // 4 MiB: an ahead share of 1 MiB.
+  const Outcome out = TouchAQueuedPage(16);
+  EXPECT_TRUE(out.back_while_held) << "page 2 waited for page 0's read";
+  EXPECT_EQ(out.coalesced, 0u);
+}
+
 TEST_F(SimDiskTest, APageBackFromDiskLeavesAgainWithoutAWriteUntilItChanges) {
   SpillStore* store = MakeStore(8);
   ASSERT_TRUE(store);

@@ -196,6 +196,9 @@ class MemfdDevice final : public Device {
   // Write-protect faults: first writes to pages mapped write-protected
   // since their last copy to or from SSD (each makes that copy stale).
   uint64_t write_faults() const { return write_faults_.load(); }
+  // Whether the restore pipeline waits for work with nothing under way
+  // (for tests that must act before it wakes).
+  bool RestorerIdle() const;
 
   // The fork steps (see top).
   void BeforeFork() override;
@@ -385,8 +388,10 @@ class MemfdDevice final : public Device {
       REQUIRES(mu_);
   // `fresh`: the fault starts a new stream.
   ReadStream& StreamForLocked(const MemfdRegion& r, uint32_t page, bool* fresh) REQUIRES(mu_);
-  // A read of `page` the pipeline has queued but not started: taken out of
-  // the queue (for a fault thread to read it itself). False if none.
+  // A read of `page` the pipeline has queued but cannot start soon (it has
+  // as much started as it may, or the device is too small for that much):
+  // taken out of the queue, for a fault thread to read it itself. False if
+  // there is none, or the pipeline will start it.
   bool TakeBackQueuedLocked(MemfdRegion& r, uint32_t page) REQUIRES(mu_);
   // Drops the queued (not yet started) restores of `r` (null: of every
   // region); their pages stay on disk and their waiters fault again.
@@ -476,6 +481,7 @@ class MemfdDevice final : public Device {
   std::unordered_map<uintptr_t, Clock::time_point> waiting_ GUARDED_BY(mu_);
   CondVar restore_work_;  // with mu_: the queue has work, or stop
   bool restore_stop_ GUARDED_BY(mu_) = false;
+  bool restorer_idle_ GUARDED_BY(mu_) = false;  // in its wait for work
   // Fault threads reading their own page now: the pipeline is woken after
   // those reads are on their way, so that a faulting page is not queued
   // behind megabytes read ahead (wake_held_ says one is due).

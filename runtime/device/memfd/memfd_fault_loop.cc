@@ -199,8 +199,8 @@ void MemfdDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
       // the page, this one's included (and on an error, or after a punch,
       // it wakes them to fault again), so this message needs no read of its
       // own. (With several fault threads, a read the pipeline has queued
-      // but not started is this thread's to do, below: several reads at
-      // once. With one, the pipeline reads it, maybe with neighbours.)
+      // but cannot start soon is this thread's to do, below: several reads
+      // at once. Otherwise the pipeline reads it, maybe with neighbours.)
       coalesced_faults_.fetch_add(1, std::memory_order_relaxed);
       if (restorer_) QueueRestoreLocked(*r, page, read_at, /*read_here=*/false);
       return;
