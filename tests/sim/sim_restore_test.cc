@@ -134,6 +134,52 @@ TEST_F(SimDiskWindowTest, AFirstFaultReads512KiBAheadIn256KiBPages) {
   FirstFaultReadsAhead(256 * kKiB);
 }
 
+// A stream read in order for 50 MiB reads further ahead than
+// kMaxWindowBytes (4 MiB, 16 of these pages): a quarter of how far it was
+// followed. Four more MiB in flight at a time kept a whole region read in
+// order below the disk's speed.
+TEST_F(SimDiskWindowTest, AStreamFollowedFarReadsFurtherAhead) {
+  constexpr uint32_t kPages = 320;     // 80 MiB
+  constexpr uint32_t kFollowed = 200;  // 50 MiB read in order first
+  SpillStore* store = MakeStore(kPages);
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(kPages * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  RegionPtr region = HostRegion(*dev, 24, kPages);
+  ASSERT_TRUE(region);
+  Region& r = *region;
+  SpillAll(*dev, r);
+  for (uint32_t p = 0; p < kFollowed; ++p) {
+    ASSERT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << p;
+  }
+  // Once what the stream read ahead is in, the next page still on disk.
+  const auto idle_by = std::chrono::steady_clock::now() + kEventDeadline;
+  while (!dev->RestorerIdle() && std::chrono::steady_clock::now() < idle_by) {
+    std::this_thread::yield();
+  }
+  ASSERT_TRUE(dev->RestorerIdle());
+  uint32_t next = kFollowed;
+  while (next < kPages && TierOf(r, next) != Tier::kDisk) ++next;
+  ASSERT_LT(next + 64, kPages) << "the stream read to the end already";
+  // Its fault thread reads it (not held); then the pipeline submits the
+  // reads of what follows, 8 pages a read, and is held reaping the first:
+  // 16 pages ahead would be 2 reads.
+  env_.HoldSlow();
+  env_.Arm(Fault::kSlow, 100, /*skip=*/1);
+  const uint64_t reads = env_.requests(IoKind::kRead);
+  int64_t bad = 0;
+  std::thread touch([&] { bad = CheckPattern(PageBase(r, next), kPage, Seed(next, 1)); });
+  EXPECT_TRUE(env_.WaitForHeld(1, kHoldTimeoutNs)) << "no read ahead";
+  EXPECT_GE(env_.requests(IoKind::kRead) - reads, 1u + 4u) << "its own read, and 4 of 8 pages";
+  env_.ReleaseHeld();
+  touch.join();
+  EXPECT_EQ(bad, -1);
+  for (uint32_t p = next; p < kPages; ++p) {
+    ASSERT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << p;
+  }
+  dev->DestroyRegion(r);
+}
+
 TEST_F(SimDiskTest, AFaultWhileAnotherReadIsHeldIsServedMeanwhile) {
   SpillStore* store = MakeStore(32);
   ASSERT_TRUE(store);

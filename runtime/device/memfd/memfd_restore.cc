@@ -7,7 +7,8 @@
 // region's pages one after another (a layer's K or V of one session in
 // llama.cpp's KV buffer; with flash attention K and V are two streams read
 // in step): each fault in a stream doubles how far past it the pipeline
-// queues (512 KiB, then 1 MiB, up to kMaxWindowBytes), so a session's pages are read
+// queues (512 KiB, then 1 MiB, up to kMaxWindowBytes, or a quarter of how far
+// the stream was followed, up to kRestoreBytes), so a session's pages are read
 // ahead of its kernels in the order they touch them, and a read that is not
 // followed costs at most one window. The `kvtier-restore` thread keeps up to
 // kRestoreBytes of reads in flight on one io_uring. Queued pages that are
@@ -66,7 +67,8 @@ constexpr std::chrono::milliseconds kCopyIdleWait{20};
 // pages of 256 KiB would be four llama.cpp sessions' span of a layer, read
 // and evicted again before their turn):
 constexpr size_t kFirstWindowBytes = size_t{512} << 10;  // queued past a stream's first fault
-constexpr size_t kMaxWindowBytes = size_t{4} << 20;      // ... and at most past a later one
+constexpr size_t kMaxWindowBytes = size_t{4} << 20;      // ... and past a later one (more if
+                                                         // followed far: StreamForLocked)
 // Faults closer than this to the previous one continue its run (see
 // NoteFaultLocked).
 constexpr size_t kNearBytes = size_t{1} << 20;
@@ -139,7 +141,14 @@ MemfdDevice::ReadStream& MemfdDevice::StreamForLocked(const MemfdRegion& r, uint
         slot = &s;
         break;
       }
-      s.window = std::min(s.window * 2, max_window);
+      // A stream followed far (a whole region read in order, a long
+      // session's span of a layer) reads further ahead: up to a quarter of
+      // how far it was followed, at most kRestoreBytes. A window of
+      // kMaxWindowBytes is fewer reads in flight than a disk needs for its
+      // speed, and a read not followed costs at most a quarter more.
+      const uint32_t followed_cap = std::clamp<uint32_t>(
+          (page - s.start) / 4, max_window, PagesIn(kRestoreBytes, r.region->page_size));
+      s.window = std::min(s.window * 2, followed_cap);
       s.used = ++stream_clock_;
       return s;
     }
