@@ -443,6 +443,9 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
   std::vector<std::pair<uint32_t, uint32_t>> ahead;    // runs: first, count
   RegionPtr region = r.region;
   bool installed = true;
+  // Read under the lock: once these pages' I/O ends, a DestroyRegion
+  // waiting for it may free `r`.
+  bool degraded = false;
   {
     MutexLock lock(&mu_);
     const size_t len = region->page_size;
@@ -452,6 +455,7 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
       AbandonRunLocked(r, first, count);  // its release frees the slots
       return true;
     }
+    degraded = r.degraded;
     if (r.degraded) {
       // The view is about to be unregistered (DegradeLocked waits for this
       // read): the bytes go into the memfd, where the engine will find them.
@@ -502,7 +506,7 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
   }
   Report(evicted);
   for (const Evicted& e : evicted) SpillOverLimit(*e.region, e.page);
-  if (events_ && !r.degraded) {
+  if (events_ && !degraded) {
     for (const auto& [page, wait_ns] : faulted)
       events_->OnFault(*region, page, Tier::kDisk, wait_ns);
     for (const auto& [p, n] : ahead) events_->OnArrivedAhead(*region, p, n, Tier::kDisk);
