@@ -32,6 +32,16 @@ void SpillAll(MemfdDevice& dev, Region& r) {
   }
 }
 
+// Until the restore pipeline waits for work with nothing under way (not
+// still starting up, say, when it would see queued pages without a wake).
+void WaitUntilRestorerIdle(const MemfdDevice& dev) {
+  const auto deadline = std::chrono::steady_clock::now() + kEventDeadline;
+  while (!dev.RestorerIdle() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_TRUE(dev.RestorerIdle());
+}
+
 bool Protectable(const Region& r) {
   return static_cast<const MemfdRegion*>(r.backend)->protectable;
 }
@@ -134,33 +144,37 @@ TEST_F(SimDiskWindowTest, AFirstFaultReads512KiBAheadIn256KiBPages) {
   FirstFaultReadsAhead(256 * kKiB);
 }
 
-// A stream read in order for 50 MiB reads further ahead than
+// A stream read in order for 32 MiB reads further ahead than
 // kMaxWindowBytes (4 MiB, 16 of these pages): a quarter of how far it was
-// followed. Four more MiB in flight at a time kept a whole region read in
-// order below the disk's speed.
+// followed. Four MiB in flight at a time kept a whole region read in order
+// below the disk's speed. A second region is read in step, so that the
+// faults' run starts alternate between the two and teach no stride (with
+// one region they fell a window apart now and then, and the stride's
+// replicas read the rest of it ahead); its size differs, so that no
+// replica falls in it either.
 TEST_F(SimDiskWindowTest, AStreamFollowedFarReadsFurtherAhead) {
-  constexpr uint32_t kPages = 320;     // 80 MiB
-  constexpr uint32_t kFollowed = 200;  // 50 MiB read in order first
-  SpillStore* store = MakeStore(kPages);
+  constexpr uint32_t kPages = 200;     // 50 MiB
+  constexpr uint32_t kFollowed = 128;  // 32 MiB of each read in order first
+  SpillStore* store = MakeStore(2 * kPages + 1);
   ASSERT_TRUE(store);
-  auto dev = MakeDevice(kPages * kPage, 1, false, store);
+  auto dev = MakeDevice((2 * kPages + 1) * kPage, 1, false, store);
   ASSERT_TRUE(dev);
-  RegionPtr region = HostRegion(*dev, 24, kPages);
-  ASSERT_TRUE(region);
-  Region& r = *region;
-  SpillAll(*dev, r);
+  RegionPtr a_region = HostRegion(*dev, 24, kPages);
+  RegionPtr b_region = HostRegion(*dev, 25, kPages + 1);
+  ASSERT_TRUE(a_region && b_region);
+  Region& a = *a_region;
+  Region& b = *b_region;
+  SpillAll(*dev, a);
+  SpillAll(*dev, b);
   for (uint32_t p = 0; p < kFollowed; ++p) {
-    ASSERT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << p;
+    ASSERT_EQ(CheckPattern(PageBase(a, p), kPage, Seed(p, 1)), -1) << p;
+    ASSERT_EQ(CheckPattern(PageBase(b, p), kPage, Seed(p, 1)), -1) << p;
   }
-  // Once what the stream read ahead is in, the next page still on disk.
-  const auto idle_by = std::chrono::steady_clock::now() + kEventDeadline;
-  while (!dev->RestorerIdle() && std::chrono::steady_clock::now() < idle_by) {
-    std::this_thread::yield();
-  }
-  ASSERT_TRUE(dev->RestorerIdle());
+  // Once what the streams read ahead is in: a's next page still on disk.
+  WaitUntilRestorerIdle(*dev);
   uint32_t next = kFollowed;
-  while (next < kPages && TierOf(r, next) != Tier::kDisk) ++next;
-  ASSERT_LT(next + 64, kPages) << "the stream read to the end already";
+  while (next < kPages && TierOf(a, next) != Tier::kDisk) ++next;
+  ASSERT_LT(next + 32, kPages) << "the stream read to the end already";
   // Its fault thread reads it (not held); then the pipeline submits the
   // reads of what follows, 8 pages a read, and is held reaping the first:
   // 16 pages ahead would be 2 reads.
@@ -168,16 +182,17 @@ TEST_F(SimDiskWindowTest, AStreamFollowedFarReadsFurtherAhead) {
   env_.Arm(Fault::kSlow, 100, /*skip=*/1);
   const uint64_t reads = env_.requests(IoKind::kRead);
   int64_t bad = 0;
-  std::thread touch([&] { bad = CheckPattern(PageBase(r, next), kPage, Seed(next, 1)); });
+  std::thread touch([&] { bad = CheckPattern(PageBase(a, next), kPage, Seed(next, 1)); });
   EXPECT_TRUE(env_.WaitForHeld(1, kHoldTimeoutNs)) << "no read ahead";
   EXPECT_GE(env_.requests(IoKind::kRead) - reads, 1u + 4u) << "its own read, and 4 of 8 pages";
   env_.ReleaseHeld();
   touch.join();
   EXPECT_EQ(bad, -1);
   for (uint32_t p = next; p < kPages; ++p) {
-    ASSERT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << p;
+    ASSERT_EQ(CheckPattern(PageBase(a, p), kPage, Seed(p, 1)), -1) << p;
   }
-  dev->DestroyRegion(r);
+  dev->DestroyRegion(a);
+  dev->DestroyRegion(b);
 }
 
 TEST_F(SimDiskTest, AFaultWhileAnotherReadIsHeldIsServedMeanwhile) {
@@ -237,13 +252,7 @@ class SimDiskTakeBackTest : public SimDiskTest {
     if (!region) return out;
     Region& r = *region;
     SpillAll(*dev, r);
-    // The pipeline waits for work (not still starting up, which would see
-    // the queued pages without a wake).
-    const auto idle_by = std::chrono::steady_clock::now() + kEventDeadline;
-    while (!dev->RestorerIdle() && std::chrono::steady_clock::now() < idle_by) {
-      std::this_thread::yield();
-    }
-    EXPECT_TRUE(dev->RestorerIdle());
+    WaitUntilRestorerIdle(*dev);
     env_.HoldSlow();
     env_.Arm(Fault::kSlow, 1);  // page 0's read
     int64_t bad[2] = {0, 0};
