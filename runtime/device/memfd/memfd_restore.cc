@@ -650,14 +650,15 @@ void MemfdDevice::RestoreLoop() {
           break;
         }
         // Idle: copies ahead are due now and then.
-        if (!batch || !copy_ahead_) {
-          restorer_idle_ = true;
+        const bool copies = batch && copy_ahead_;
+        if (copies && Clock::now() >= copy_again) break;
+        restorer_idle_ = true;
+        if (copies) {
+          restore_work_.WaitUntil(mu_, copy_again);
+        } else {
           restore_work_.Wait(mu_);
-          restorer_idle_ = false;
-          continue;
         }
-        if (Clock::now() >= copy_again) break;
-        restore_work_.WaitUntil(mu_, copy_again);
+        restorer_idle_ = false;
       }
       if (restore_stop_) CancelRestoresLocked(nullptr);
       if (restore_stop_ && busy_pages == 0 && finished.empty()) return;
