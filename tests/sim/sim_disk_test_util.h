@@ -22,6 +22,8 @@ namespace kvtier::testing {
 class SimDiskTest : public SimDeviceTest {
  public:
   static constexpr size_t kPage = 256 * kKiB;
+  // The pattern seed of `page` at its `version`-th write.
+  static uint64_t Seed(uint32_t page, uint32_t version) { return uint64_t{version} << 32 | page; }
 
  protected:
   void SetUp() override {
@@ -64,9 +66,6 @@ class SimDiskTest : public SimDeviceTest {
     }
     return true;
   }
-
-  // The pattern seed of `page` at its `version`-th write.
-  static uint64_t Seed(uint32_t page, uint32_t version) { return uint64_t{version} << 32 | page; }
 
   // Creates a region of `pages` pages, writes each with its version-1
   // pattern, and demotes them all to the host tier.

@@ -42,6 +42,41 @@ void WaitUntilRestorerIdle(const MemfdDevice& dev) {
   ASSERT_TRUE(dev.RestorerIdle());
 }
 
+// With two fault threads: page 0's fault thread reads it itself, held (the
+// pipeline is woken only once that read ends); meanwhile another thread
+// touches `page`, until that touch returns or its fault waits for another
+// read (coalesced). Then the hold ends. What each touch read is checked
+// by the caller.
+struct HeldTouch {
+  bool back_while_held = false;  // `page` came back while page 0's read held
+  uint64_t coalesced = 0;        // faults that waited for another's read
+  int64_t bad[2] = {0, 0};       // CheckPattern of page 0 and of `page`
+};
+HeldTouch TouchWhilePage0IsHeld(FaultEnv& env, const MemfdDevice& dev, Region& r, uint32_t page) {
+  HeldTouch out;
+  env.HoldSlow();
+  env.Arm(Fault::kSlow, 1);  // page 0's read
+  std::thread a([&] {
+    out.bad[0] = CheckPattern(PageBase(r, 0), SimDiskTest::kPage, SimDiskTest::Seed(0, 1));
+  });
+  EXPECT_TRUE(env.WaitForHeld(1, kHoldTimeoutNs)) << "page 0's read never started";
+  std::atomic<bool> b_done{false};
+  std::thread b([&] {
+    out.bad[1] = CheckPattern(PageBase(r, page), SimDiskTest::kPage, SimDiskTest::Seed(page, 1));
+    b_done = true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + kEventDeadline;
+  while (!b_done && dev.coalesced_faults() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();  // a condition: a fault thread answers it
+  }
+  out.back_while_held = b_done;
+  out.coalesced = dev.coalesced_faults();
+  env.ReleaseHeld();
+  a.join();
+  b.join();
+  return out;
+}
+
 bool Protectable(const Region& r) {
   return static_cast<const MemfdRegion*>(r.backend)->protectable;
 }
@@ -205,28 +240,12 @@ TEST_F(SimDiskTest, AFaultWhileAnotherReadIsHeldIsServedMeanwhile) {
   ASSERT_TRUE(region);
   Region& r = *region;
   for (uint32_t p : {0u, 12u}) ASSERT_TRUE(dev->Spill(r, p).ok());
-  env_.HoldSlow();
-  env_.Arm(Fault::kSlow, 1);  // page 0's read
-  int64_t bad[2] = {0, 0};
-  std::thread a([&] { bad[0] = CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)); });
-  ASSERT_TRUE(env_.WaitForHeld(1, kHoldTimeoutNs)) << "page 0's read never completed";
-  std::atomic<bool> b_done{false};
-  std::thread b([&] {
-    bad[1] = CheckPattern(PageBase(r, 12), kPage, Seed(12, 1));
-    b_done = true;
-  });
   // Page 12 comes back while page 0's read still holds (the other fault
   // thread reads it).
-  const auto deadline = std::chrono::steady_clock::now() + kEventDeadline;
-  while (!b_done && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();  // a condition: the other fault thread answers it
-  }
-  EXPECT_TRUE(b_done) << "page 12 waited for page 0's read";
-  env_.ReleaseHeld();
-  a.join();
-  b.join();
-  EXPECT_EQ(bad[0], -1);
-  EXPECT_EQ(bad[1], -1);
+  const HeldTouch out = TouchWhilePage0IsHeld(env_, *dev, r, 12);
+  EXPECT_TRUE(out.back_while_held) << "page 12 waited for page 0's read";
+  EXPECT_EQ(out.bad[0], -1);
+  EXPECT_EQ(out.bad[1], -1);
   EXPECT_EQ(Get(counters_.restored_pages), 2u);
 }
 
@@ -238,12 +257,8 @@ TEST_F(SimDiskTest, AFaultWhileAnotherReadIsHeldIsServedMeanwhile) {
 // it with page 1, once woken.
 class SimDiskTakeBackTest : public SimDiskTest {
  protected:
-  struct Outcome {
-    bool back_while_held = false;  // page 2 came back while page 0's read held
-    uint64_t coalesced = 0;        // faults that waited for another's read
-  };
-  Outcome TouchAQueuedPage(uint32_t device_pages) {
-    Outcome out;
+  HeldTouch TouchAQueuedPage(uint32_t device_pages) {
+    HeldTouch out;
     SpillStore* store = MakeStore(16);
     if (!store) return out;
     auto dev = MakeDevice(device_pages * kPage, 2, false, store);
@@ -253,28 +268,9 @@ class SimDiskTakeBackTest : public SimDiskTest {
     Region& r = *region;
     SpillAll(*dev, r);
     WaitUntilRestorerIdle(*dev);
-    env_.HoldSlow();
-    env_.Arm(Fault::kSlow, 1);  // page 0's read
-    int64_t bad[2] = {0, 0};
-    std::thread a([&] { bad[0] = CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)); });
-    EXPECT_TRUE(env_.WaitForHeld(1, kHoldTimeoutNs)) << "page 0's read never started";
-    std::atomic<bool> b_done{false};
-    std::thread b([&] {
-      bad[1] = CheckPattern(PageBase(r, 2), kPage, Seed(2, 1));
-      b_done = true;
-    });
-    // Until page 2's fault is handled one way or the other.
-    const auto deadline = std::chrono::steady_clock::now() + kEventDeadline;
-    while (!b_done && dev->coalesced_faults() == 0 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::yield();
-    }
-    out.back_while_held = b_done;
-    out.coalesced = dev->coalesced_faults();
-    env_.ReleaseHeld();
-    a.join();
-    b.join();
-    EXPECT_EQ(bad[0], -1);
-    EXPECT_EQ(bad[1], -1);
+    out = TouchWhilePage0IsHeld(env_, *dev, r, 2);
+    EXPECT_EQ(out.bad[0], -1);
+    EXPECT_EQ(out.bad[1], -1);
     EXPECT_EQ(CheckPattern(PageBase(r, 1), kPage, Seed(1, 1)), -1);
     dev->DestroyRegion(r);
     return out;
@@ -283,14 +279,14 @@ class SimDiskTakeBackTest : public SimDiskTest {
 
 TEST_F(SimDiskTakeBackTest, AQueuedPageThePipelineCanStartIsLeftToIt) {
   // 64 MiB: an ahead share of 16 MiB, the pipeline's most in flight.
-  const Outcome out = TouchAQueuedPage(256);
+  const HeldTouch out = TouchAQueuedPage(256);
   EXPECT_FALSE(out.back_while_held) << "the fault thread read page 2 itself";
   EXPECT_EQ(out.coalesced, 1u);
 }
 
 TEST_F(SimDiskTakeBackTest, OnADeviceTooSmallForThePipelineAFaultThreadReadsItsQueuedPage) {
   // 4 MiB: an ahead share of 1 MiB.
-  const Outcome out = TouchAQueuedPage(16);
+  const HeldTouch out = TouchAQueuedPage(16);
   EXPECT_TRUE(out.back_while_held) << "page 2 waited for page 0's read";
   EXPECT_EQ(out.coalesced, 0u);
 }
