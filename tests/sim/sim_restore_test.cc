@@ -5,8 +5,9 @@
 // keeps its copy and leaves again unwritten until it changes (a write to it
 // caught by its write protection, or its hash where there is none); the stride
 // learned from where faults start brings a session's span back in every
-// layer; a session that returns after its neighbour in the buffer reads its
-// own cells first; copies written ahead make the next eviction free.
+// layer, the pages a write fault appends to mapped writable; a session that returns after its
+// neighbour in the buffer reads its own cells first; copies written ahead make the next eviction
+// free.
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -438,6 +439,78 @@ TEST_F(SimDiskTest, AStrideLearnedFromFaultsBringsASpanBackInEveryLayer) {
     for (uint32_t cell = 12 + (4 << 20) / kPage; cell < kLayer; ++cell) {
       EXPECT_EQ(TierOf(r, l * kLayer + cell), Tier::kDisk) << "layer " << l << " cell " << cell;
     }
+  }
+}
+
+// An engine appends a step's new KV to the same cells of every layer: a
+// write fault on a spilled page maps it writable, and so are its copies at
+// the stride (the same cells in the other layers), so that the writes to
+// come raise no write fault (each would put an engine thread to sleep);
+// the rest of the span comes back write-protected, as any page from disk.
+TEST_F(SimDiskTest, ThePagesAWriteFaultAppendsToComeBackWritableInEveryLayer) {
+  constexpr uint32_t kLayer = 48, kLayers = 4, kPages = kLayer * kLayers, kCell = 20;
+  SpillStore* store = MakeStore(kPages + kLayers);  // room for the written pages' new copies
+  ASSERT_TRUE(store);
+  auto dev = MakeDevice(kPages * kPage, 1, false, store);
+  ASSERT_TRUE(dev);
+  Result<RegionPtr> made = dev->CreateRegion(25, kPages * kPage, kPage, "kv-layers");
+  ASSERT_TRUE(made.ok());
+  Region& r = *made.value();
+  if (!Protectable(r)) {
+    KVTIER_SKIP_WITHOUT(
+        "userfaultfd cannot write-protect shmem here (Linux 5.19+, and kernel-mode faults caught)");
+  }
+  // Two steps write the same cells of every layer, layer after layer: the
+  // stride is learned.
+  for (uint32_t cell : {2u, 10u}) {
+    for (uint32_t l = 0; l < kLayers; ++l) {
+      const uint32_t p = l * kLayer + cell;
+      WritePattern(PageBase(r, p), kPage, Seed(p, 1));
+    }
+  }
+  for (uint32_t p = 0; p < kPages; ++p) {
+    if (p % kLayer != 2 && p % kLayer != 10) WritePattern(PageBase(r, p), kPage, Seed(p, 1));
+  }
+  for (uint32_t p = 0; p < kPages; ++p) ASSERT_TRUE(dev->Demote(r, p).ok());
+  SpillAll(*dev, r);
+
+  // The engine returns: it stores a new token in layer 0's cell, which
+  // brings back that span (the cells before it) in every layer.
+  const RecordingEvents::Mark before = events_.MarkNow();
+  PageBase(r, kCell)[0] = 0x5a;
+  for (uint32_t l = 0; l < kLayers; ++l) {
+    ASSERT_TRUE(events_.WaitForPagesBackFromDisk(before, r.id, l * kLayer + kCell - 1, 2))
+        << "layer " << l;
+  }
+  for (uint32_t l = 0; l < kLayers; ++l) {
+    EXPECT_FALSE(Unwritten(r, l * kLayer + kCell)) << "layer " << l;
+    EXPECT_TRUE(Unwritten(r, l * kLayer + kCell - 1)) << "layer " << l;
+  }
+  // It appends in the other layers: no write fault.
+  for (uint32_t l = 1; l < kLayers; ++l) PageBase(r, l * kLayer + kCell)[0] = 0x5a;
+  EXPECT_EQ(dev->write_faults(), 0u);
+  std::vector<uint8_t> expected(kPage);
+  for (uint32_t l = 0; l < kLayers; ++l) {
+    const uint32_t p = l * kLayer + kCell;
+    WritePattern(expected.data(), kPage, Seed(p, 1));
+    expected[0] = 0x5a;
+    EXPECT_EQ(memcmp(PageBase(r, p), expected.data(), kPage), 0) << "layer " << l;
+    EXPECT_EQ(CheckPattern(PageBase(r, p - 1), kPage, Seed(p - 1, 1)), -1) << "layer " << l;
+  }
+  // The written pages leave with their new bytes; the others without a write.
+  for (uint32_t l = 0; l < kLayers; ++l) {
+    for (uint32_t p = l * kLayer + kCell - 1; p <= l * kLayer + kCell; ++p) {
+      ASSERT_TRUE(dev->Demote(r, p).ok());
+      const Status spilled = dev->Spill(r, p);
+      ASSERT_TRUE(spilled.ok()) << p << ": " << spilled.message();
+    }
+  }
+  EXPECT_EQ(Get(counters_.spill_clean_pages), kLayers);
+  for (uint32_t l = 0; l < kLayers; ++l) {
+    const uint32_t p = l * kLayer + kCell;
+    WritePattern(expected.data(), kPage, Seed(p, 1));
+    expected[0] = 0x5a;
+    EXPECT_EQ(memcmp(PageBase(r, p), expected.data(), kPage), 0) << "layer " << l;
   }
 }
 

@@ -81,6 +81,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "runtime/counters.h"
@@ -277,11 +278,18 @@ class MemfdDevice final : public Device {
   // Restores a kDisk page that is not in flight to the device: marks it,
   // reads it with the lock released, installs it. On an error the page
   // stays on disk and every thread waiting on it is woken to fault again.
-  Status RestoreLocked(MemfdRegion& r, uint32_t page, std::vector<Evicted>* evicted) REQUIRES(mu_);
+  // `write`: a write fault wants it, so it comes back mapped writable.
+  Status RestoreLocked(MemfdRegion& r, uint32_t page, std::vector<Evicted>* evicted,
+                       bool write = false) REQUIRES(mu_);
   // Installs restored bytes (or, in a degraded region, copies them into the
-  // memfd) and frees the slot.
-  Status InstallRestoredLocked(MemfdRegion& r, uint32_t page, const uint8_t* bytes,
+  // memfd) and keeps the slot as its copy; mapped writable with `write`,
+  // or when a stream marked the page (write_next_).
+  Status InstallRestoredLocked(MemfdRegion& r, uint32_t page, const uint8_t* bytes, bool write,
                                std::vector<Evicted>* evicted) REQUIRES(mu_);
+  // For a page just installed write-protected: maps it writable when the
+  // engine is about to write it (`write`: a write fault wants it; or a
+  // stream marked it in write_next_), else marks it kPageUnwritten.
+  void MapWritableOrMarkLocked(MemfdRegion& r, uint32_t page, bool write) REQUIRES(mu_);
   // Maps `count` pages from `first` with the verified `bytes` read back
   // from SSD: write-protected where the region is protectable, and then
   // *unwritten says whether all of them are (they may carry kPageUnwritten).
@@ -353,6 +361,10 @@ class MemfdDevice final : public Device {
     uint32_t lo = 0, hi = 0;          // the pages it faulted on span [lo, hi)
     uint32_t rep_lo = 0, rep_hi = 0;  // the span queued at every stride so far
     bool replicating = false;         // [lo, hi) is partly queued (the ahead limit cut it)
+    // The page of its latest write fault (UINT32_MAX: none): the engine
+    // appends there, and at each stride from it (the same cells in the
+    // other layers) when it gets there.
+    uint32_t write_page = UINT32_MAX;
   };
   // The distance between equal parts of the KV cache (one layer's K and the
   // next's, or V): learned from where faults start (see memfd_restore.cc).
@@ -377,15 +389,19 @@ class MemfdDevice final : public Device {
   bool TakeForRestoreLocked(MemfdRegion& r, uint32_t page, std::vector<RestoreJob>* out)
       REQUIRES(mu_);
   static constexpr size_t kMaxStreams = 8;
+  // Marks a page the engine is about to write (write_next_), at most
+  // kMaxWriteNext of them.
+  void MarkWriteNextLocked(uintptr_t addr) REQUIRES(mu_);
+  static constexpr size_t kMaxWriteNext = 4096;
   Status StartRestorer(const StartStepCheck& check);
   void RestoreLoop();
   // An engine thread waits on spilled page `page` of `r` (it faulted at
   // `since`): queues its read at the front, with the pages its stream reads
   // next; a page queued already moves to the front with them. With
   // `read_here` the fault thread reads `page` itself: only what follows it
-  // is queued.
-  void QueueRestoreLocked(MemfdRegion& r, uint32_t page, Clock::time_point since, bool read_here)
-      REQUIRES(mu_);
+  // is queued. `write`: the fault is a write (the engine appends there).
+  void QueueRestoreLocked(MemfdRegion& r, uint32_t page, Clock::time_point since, bool read_here,
+                          bool write = false) REQUIRES(mu_);
   // `fresh`: the fault starts a new stream.
   ReadStream& StreamForLocked(const MemfdRegion& r, uint32_t page, bool* fresh) REQUIRES(mu_);
   // A read of `page` the pipeline has queued but cannot start soon (it has
@@ -479,6 +495,10 @@ class MemfdDevice final : public Device {
   // Pages engine threads wait on in the pipeline (queued or being read), by
   // address, with when they faulted: installs count those as faults.
   std::unordered_map<uintptr_t, Clock::time_point> waiting_ GUARDED_BY(mu_);
+  // Pages queued at a stride from a stream's write fault: the engine will
+  // write them next, so they come back mapped writable (a write-protected
+  // mapping would cost a write fault, an engine thread's sleep, at once).
+  std::unordered_set<uintptr_t> write_next_ GUARDED_BY(mu_);
   CondVar restore_work_;  // with mu_: the queue has work, or stop
   bool restore_stop_ GUARDED_BY(mu_) = false;
   bool restorer_idle_ GUARDED_BY(mu_) = false;  // in its wait for work

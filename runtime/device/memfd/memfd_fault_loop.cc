@@ -141,6 +141,7 @@ void MemfdDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
   }
   if (host_limit_ != 0) WaitForStagingRoom(BasePageSize());
   const bool minor = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_MINOR) != 0;
+  const bool write = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0;
   const size_t base_page = BasePageSize();
   const uintptr_t base_addr = addr & ~(uintptr_t{base_page} - 1);
   std::vector<Evicted> evicted;
@@ -202,7 +203,7 @@ void MemfdDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
       // but cannot start soon is this thread's to do, below: several reads
       // at once. Otherwise the pipeline reads it, maybe with neighbours.)
       coalesced_faults_.fetch_add(1, std::memory_order_relaxed);
-      if (restorer_) QueueRestoreLocked(*r, page, read_at, /*read_here=*/false);
+      if (restorer_) QueueRestoreLocked(*r, page, read_at, /*read_here=*/false, write);
       return;
     } else {
       // This thread reads the page itself (no hand-off on the way to the
@@ -210,8 +211,8 @@ void MemfdDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
       // before: on a disk that serves requests in order, this read would
       // wait behind megabytes of them.)
       ++hold_wake_;
-      if (restorer_) QueueRestoreLocked(*r, page, read_at, /*read_here=*/true);
-      s = RestoreLocked(*r, page, &evicted);  // releases the lock to read
+      if (restorer_) QueueRestoreLocked(*r, page, read_at, /*read_here=*/true, write);
+      s = RestoreLocked(*r, page, &evicted, write);  // releases the lock to read
       if (--hold_wake_ == 0 && wake_held_) {
         wake_held_ = false;
         WakeRestorerLocked();

@@ -278,6 +278,8 @@ void MemfdDevice::ReplicateLocked(ReadStream& s) {
         if (!r->degraded && !r->releasing &&
             TakeForRestoreLocked(*r, r->region->PageOf(addr), &jobs)) {
           jobs.back().later = true;
+          // The cells the engine appends to, in another layer.
+          if (p == s.write_page && jobs.back().read) MarkWriteNextLocked(addr);
         }
       }
       if (!any || cut) break;  // past the last layer that way
@@ -294,8 +296,15 @@ void MemfdDevice::ReplicateLocked(ReadStream& s) {
   WakeRestorerLocked();
 }
 
+void MemfdDevice::MarkWriteNextLocked(uintptr_t addr) {
+  // Bounded: an entry whose page never came back (its region went, say)
+  // would only map a later install there writable, which hashing covers.
+  if (write_next_.size() >= kMaxWriteNext) write_next_.clear();
+  write_next_.insert(addr);
+}
+
 void MemfdDevice::QueueRestoreLocked(MemfdRegion& r, uint32_t page, Clock::time_point since,
-                                     bool read_here) {
+                                     bool read_here, bool write) {
   Region& region = *r.region;
   PageRecord& rec = region.pages[page];
   // A page the caller reads itself is marked in flight while its
@@ -304,8 +313,11 @@ void MemfdDevice::QueueRestoreLocked(MemfdRegion& r, uint32_t page, Clock::time_
   const bool mark = read_here && !(rec.flags.load(std::memory_order_relaxed) & kPageInFlight);
   if (mark) rec.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
   if (!read_here) waiting_.emplace(region.PageAddr(page), since);
+  // A write on a page the pipeline reads: it comes back writable.
+  if (write && !read_here) MarkWriteNextLocked(region.PageAddr(page));
   bool fresh = false;
   ReadStream& stream = StreamForLocked(r, page, &fresh);
+  if (write) stream.write_page = page;
   // A new stream takes in the pages on disk before the fault (at most
   // kMaxWindowBytes): an engine's first touch of a returning session is where
   // it writes the new tokens, after the session's cells, which it then
@@ -482,7 +494,7 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
         }
         SetTierLocked(r, p, r.degraded ? Tier::kHost : Tier::kDevice);
         rec.flags.fetch_and(static_cast<uint8_t>(~kPageInFlight), std::memory_order_relaxed);
-        if (unwritten) rec.flags.fetch_or(kPageUnwritten, std::memory_order_relaxed);
+        if (unwritten) MapWritableOrMarkLocked(r, p, /*write=*/false);
         auto waited = waiting_.find(region->PageAddr(p));
         if (waited != waiting_.end()) {
           const auto wait_ns = static_cast<uint64_t>(
