@@ -54,8 +54,13 @@ constexpr uint32_t kMaxRun = 16;
 // of the device: 1/4.
 constexpr uint64_t kAheadShare = 4;
 // Bytes of reads of other layers' pages in flight at most (see
-// RestoreJob::later): a fault's read waits behind no more than this.
-constexpr size_t kLaterBytes = size_t{8} << 20;
+// RestoreJob::later): a fault's read waits behind no more than this. As
+// much as a stream reads around its fault (kMaxWindowBytes): on a disk that
+// lands what is in flight together, the faulting layer's span and the next
+// stride's (llama.cpp: that layer's K, then its V) land first. With 8 MiB,
+// a returning llama.cpp session took about 7 ms longer on this machine
+// (docs/bench-engine.md).
+constexpr size_t kLaterBytes = size_t{4} << 20;
 // Copies ahead: the oldest resident pages within capacity / share of the
 // device's eviction end are kept with a current copy on SSD, so that the
 // next returning session evicts them without a write; kCopyBytes of those
