@@ -85,6 +85,31 @@ bool Unwritten(const Region& r, uint32_t page) {
   return (r.pages[page].flags.load() & kPageUnwritten) != 0;
 }
 
+// Four "layers" of 48 pages in one region, as llama.cpp's one KV buffer
+// holds each layer's K and V side by side.
+constexpr uint32_t kLayer = 48, kLayers = 4, kLayerPages = kLayer * kLayers;
+
+// Fills region `r` of kLayerPages pages as an engine would, then spills it
+// all: two steps write their new KV into the same cells of every layer,
+// one layer after another (faults start runs a layer apart: the device
+// learns the stride), then the other pages are written.
+void FillLayersAndSpill(MemfdDevice& dev, Region& r) {
+  constexpr size_t kPage = SimDiskTest::kPage;
+  for (uint32_t cell : {2u, 10u}) {
+    for (uint32_t l = 0; l < kLayers; ++l) {
+      const uint32_t p = l * kLayer + cell;
+      WritePattern(PageBase(r, p), kPage, SimDiskTest::Seed(p, 1));
+    }
+  }
+  for (uint32_t p = 0; p < kLayerPages; ++p) {
+    if (p % kLayer != 2 && p % kLayer != 10) {
+      WritePattern(PageBase(r, p), kPage, SimDiskTest::Seed(p, 1));
+    }
+  }
+  for (uint32_t p = 0; p < kLayerPages; ++p) ASSERT_TRUE(dev.Demote(r, p).ok());
+  SpillAll(dev, r);
+}
+
 TEST_F(SimDiskTest, ARunOfSpilledPagesComesBackInFewReadsAheadOfItsTouches) {
   constexpr uint32_t kPages = 32;
   SpillStore* store = MakeStore(64);
@@ -394,29 +419,14 @@ TEST_F(SimDiskWriteTest, AWriteToAPageBackFromDiskIsCaughtByItsHashWithoutProtec
 }
 
 TEST_F(SimDiskTest, AStrideLearnedFromFaultsBringsASpanBackInEveryLayer) {
-  // Four "layers" of 48 pages in one region, as llama.cpp's one KV buffer
-  // holds each layer's K and V side by side.
-  constexpr uint32_t kLayer = 48, kLayers = 4, kPages = kLayer * kLayers;
-  SpillStore* store = MakeStore(kPages);
+  SpillStore* store = MakeStore(kLayerPages);
   ASSERT_TRUE(store);
-  auto dev = MakeDevice(kPages * kPage, 1, false, store);
+  auto dev = MakeDevice(kLayerPages * kPage, 1, false, store);
   ASSERT_TRUE(dev);
-  Result<RegionPtr> made = dev->CreateRegion(24, kPages * kPage, kPage, "kv-layers");
+  Result<RegionPtr> made = dev->CreateRegion(24, kLayerPages * kPage, kPage, "kv-layers");
   ASSERT_TRUE(made.ok());
   Region& r = *made.value();
-  // Two engine steps write their new KV into the same cells of every
-  // layer, one layer after another: faults start runs a layer apart.
-  for (uint32_t cell : {2u, 10u}) {
-    for (uint32_t l = 0; l < kLayers; ++l) {
-      const uint32_t p = l * kLayer + cell;
-      WritePattern(PageBase(r, p), kPage, Seed(p, 1));
-    }
-  }
-  for (uint32_t p = 0; p < kPages; ++p) {
-    if (p % kLayer != 2 && p % kLayer != 10) WritePattern(PageBase(r, p), kPage, Seed(p, 1));
-  }
-  for (uint32_t p = 0; p < kPages; ++p) ASSERT_TRUE(dev->Demote(r, p).ok());
-  SpillAll(*dev, r);
+  ASSERT_NO_FATAL_FAILURE(FillLayersAndSpill(*dev, r));
 
   // The engine reads cells 4..11 of layer 0 only.
   const RecordingEvents::Mark before_reads = events_.MarkNow();
@@ -448,31 +458,19 @@ TEST_F(SimDiskTest, AStrideLearnedFromFaultsBringsASpanBackInEveryLayer) {
 // come raise no write fault (each would put an engine thread to sleep);
 // the rest of the span comes back write-protected, as any page from disk.
 TEST_F(SimDiskTest, ThePagesAWriteFaultAppendsToComeBackWritableInEveryLayer) {
-  constexpr uint32_t kLayer = 48, kLayers = 4, kPages = kLayer * kLayers, kCell = 20;
-  SpillStore* store = MakeStore(kPages + kLayers);  // room for the written pages' new copies
+  constexpr uint32_t kCell = 20;
+  SpillStore* store = MakeStore(kLayerPages + kLayers);  // room for the written pages' new copies
   ASSERT_TRUE(store);
-  auto dev = MakeDevice(kPages * kPage, 1, false, store);
+  auto dev = MakeDevice(kLayerPages * kPage, 1, false, store);
   ASSERT_TRUE(dev);
-  Result<RegionPtr> made = dev->CreateRegion(25, kPages * kPage, kPage, "kv-layers");
+  Result<RegionPtr> made = dev->CreateRegion(25, kLayerPages * kPage, kPage, "kv-layers");
   ASSERT_TRUE(made.ok());
   Region& r = *made.value();
   if (!Protectable(r)) {
     KVTIER_SKIP_WITHOUT(
         "userfaultfd cannot write-protect shmem here (Linux 5.19+, and kernel-mode faults caught)");
   }
-  // Two steps write the same cells of every layer, layer after layer: the
-  // stride is learned.
-  for (uint32_t cell : {2u, 10u}) {
-    for (uint32_t l = 0; l < kLayers; ++l) {
-      const uint32_t p = l * kLayer + cell;
-      WritePattern(PageBase(r, p), kPage, Seed(p, 1));
-    }
-  }
-  for (uint32_t p = 0; p < kPages; ++p) {
-    if (p % kLayer != 2 && p % kLayer != 10) WritePattern(PageBase(r, p), kPage, Seed(p, 1));
-  }
-  for (uint32_t p = 0; p < kPages; ++p) ASSERT_TRUE(dev->Demote(r, p).ok());
-  SpillAll(*dev, r);
+  ASSERT_NO_FATAL_FAILURE(FillLayersAndSpill(*dev, r));
 
   // The engine returns: it stores a new token in layer 0's cell, which
   // brings back that span (the cells before it) in every layer.
