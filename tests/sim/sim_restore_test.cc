@@ -5,9 +5,9 @@
 // keeps its copy and leaves again unwritten until it changes (a write to it
 // caught by its write protection, or its hash where there is none); the stride
 // learned from where faults start brings a session's span back in every
-// layer, the pages a write fault appends to mapped writable; a session that returns after its
-// neighbour in the buffer reads its own cells first; copies written ahead make the next eviction
-// free.
+// layer, and the pages a write fault appends to come back writable; a
+// session that returns after its neighbour in the buffer reads its own
+// cells first; copies written ahead make the next eviction free.
 #include <atomic>
 #include <thread>
 #include <vector>
