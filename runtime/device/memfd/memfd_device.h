@@ -278,18 +278,15 @@ class MemfdDevice final : public Device {
   // Restores a kDisk page that is not in flight to the device: marks it,
   // reads it with the lock released, installs it. On an error the page
   // stays on disk and every thread waiting on it is woken to fault again.
-  // `write`: a write fault wants it, so it comes back mapped writable.
-  Status RestoreLocked(MemfdRegion& r, uint32_t page, std::vector<Evicted>* evicted,
-                       bool write = false) REQUIRES(mu_);
+  Status RestoreLocked(MemfdRegion& r, uint32_t page, std::vector<Evicted>* evicted) REQUIRES(mu_);
   // Installs restored bytes (or, in a degraded region, copies them into the
-  // memfd) and keeps the slot as its copy; mapped writable with `write`,
-  // or when a stream marked the page (write_next_).
-  Status InstallRestoredLocked(MemfdRegion& r, uint32_t page, const uint8_t* bytes, bool write,
+  // memfd) and keeps the slot as its copy.
+  Status InstallRestoredLocked(MemfdRegion& r, uint32_t page, const uint8_t* bytes,
                                std::vector<Evicted>* evicted) REQUIRES(mu_);
   // For a page just installed write-protected: maps it writable when the
-  // engine is about to write it (`write`: a write fault wants it; or a
-  // stream marked it in write_next_), else marks it kPageUnwritten.
-  void MapWritableOrMarkLocked(MemfdRegion& r, uint32_t page, bool write) REQUIRES(mu_);
+  // engine is about to write it (marked in write_next_), else marks it
+  // kPageUnwritten.
+  void MapWritableOrMarkLocked(MemfdRegion& r, uint32_t page) REQUIRES(mu_);
   // Maps `count` pages from `first` with the verified `bytes` read back
   // from SSD: write-protected where the region is protectable, and then
   // *unwritten says whether all of them are (they may carry kPageUnwritten).
@@ -399,7 +396,8 @@ class MemfdDevice final : public Device {
   // `since`): queues its read at the front, with the pages its stream reads
   // next; a page queued already moves to the front with them. With
   // `read_here` the fault thread reads `page` itself: only what follows it
-  // is queued. `write`: the fault is a write (the engine appends there).
+  // is queued. `write`: the fault is a write (the engine appends there):
+  // the page, and its replicas at the stride, are marked in write_next_.
   void QueueRestoreLocked(MemfdRegion& r, uint32_t page, Clock::time_point since, bool read_here,
                           bool write = false) REQUIRES(mu_);
   // `fresh`: the fault starts a new stream.
@@ -495,8 +493,8 @@ class MemfdDevice final : public Device {
   // Pages engine threads wait on in the pipeline (queued or being read), by
   // address, with when they faulted: installs count those as faults.
   std::unordered_map<uintptr_t, Clock::time_point> waiting_ GUARDED_BY(mu_);
-  // Pages queued at a stride from a stream's write fault: the engine will
-  // write them next, so they come back mapped writable (a write-protected
+  // Pages a write fault wants, and their replicas at the stride: the engine
+  // writes them next, so they come back mapped writable (a write-protected
   // mapping would cost a write fault, an engine thread's sleep, at once).
   std::unordered_set<uintptr_t> write_next_ GUARDED_BY(mu_);
   CondVar restore_work_;  // with mu_: the queue has work, or stop

@@ -242,8 +242,7 @@ void MemfdDevice::DroppedZeroPageLocked(MemfdRegion& r, uint32_t page) {
   Counters::Add(counters_.zero_pages_dropped);
 }
 
-Status MemfdDevice::RestoreLocked(MemfdRegion& r, uint32_t page, std::vector<Evicted>* evicted,
-                                  bool write) {
+Status MemfdDevice::RestoreLocked(MemfdRegion& r, uint32_t page, std::vector<Evicted>* evicted) {
   Region& region = *r.region;
   PageRecord& rec = region.pages[page];
   const size_t len = region.page_size;
@@ -258,7 +257,7 @@ Status MemfdDevice::RestoreLocked(MemfdRegion& r, uint32_t page, std::vector<Evi
   if (buffer.data() != nullptr) ReadOrDie(r, page, slot, checksum, buffer.data());
   mu_.Lock();
   Status s = buffer.data() != nullptr
-                 ? InstallRestoredLocked(r, page, buffer.data(), write, evicted)
+                 ? InstallRestoredLocked(r, page, buffer.data(), evicted)
                  : Status::Errorf("no %zu-byte buffer to restore region %u page %u into", len,
                                   region.id, page);
   rec.flags.fetch_and(static_cast<uint8_t>(~kPageInFlight), std::memory_order_relaxed);
@@ -273,7 +272,7 @@ Status MemfdDevice::RestoreLocked(MemfdRegion& r, uint32_t page, std::vector<Evi
 }
 
 Status MemfdDevice::InstallRestoredLocked(MemfdRegion& r, uint32_t page, const uint8_t* bytes,
-                                          bool write, std::vector<Evicted>* evicted) {
+                                          std::vector<Evicted>* evicted) {
   Region& region = *r.region;
   PageRecord& rec = region.pages[page];
   const size_t len = region.page_size;
@@ -299,20 +298,18 @@ Status MemfdDevice::InstallRestoredLocked(MemfdRegion& r, uint32_t page, const u
     rec.flags.fetch_or(kPageDiskCopy, std::memory_order_relaxed);
   }
   SetTierLocked(r, page, r.degraded ? Tier::kHost : Tier::kDevice);
-  if (unwritten) MapWritableOrMarkLocked(r, page, write);
+  if (unwritten) MapWritableOrMarkLocked(r, page);
   return Status::Ok();
 }
 
-void MemfdDevice::MapWritableOrMarkLocked(MemfdRegion& r, uint32_t page, bool write) {
+void MemfdDevice::MapWritableOrMarkLocked(MemfdRegion& r, uint32_t page) {
   Region& region = *r.region;
   const uintptr_t addr = region.PageAddr(page);
-  const bool marked = !write_next_.empty() && write_next_.erase(addr) > 0;
   // Write-protected, the engine's write would fault at once: a sleep of an
   // engine thread (and, on a barrier, of the others) for nothing. Writable,
   // the page is hashed when it leaves instead (its copy may be current).
-  if ((write || marked) && uffd_.Unprotect(addr, region.page_size).ok()) {
-    return;
-  }
+  const bool marked = !write_next_.empty() && write_next_.erase(addr) > 0;
+  if (marked && uffd_.Unprotect(addr, region.page_size).ok()) return;
   region.pages[page].flags.fetch_or(kPageUnwritten, std::memory_order_relaxed);
 }
 

@@ -212,7 +212,7 @@ void MemfdDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
       // wait behind megabytes of them.)
       ++hold_wake_;
       if (restorer_) QueueRestoreLocked(*r, page, read_at, /*read_here=*/true, write);
-      s = RestoreLocked(*r, page, &evicted, write);  // releases the lock to read
+      s = RestoreLocked(*r, page, &evicted);  // releases the lock to read
       if (--hold_wake_ == 0 && wake_held_) {
         wake_held_ = false;
         WakeRestorerLocked();

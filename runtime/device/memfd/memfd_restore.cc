@@ -318,11 +318,13 @@ void MemfdDevice::QueueRestoreLocked(MemfdRegion& r, uint32_t page, Clock::time_
   const bool mark = read_here && !(rec.flags.load(std::memory_order_relaxed) & kPageInFlight);
   if (mark) rec.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
   if (!read_here) waiting_.emplace(region.PageAddr(page), since);
-  // A write on a page the pipeline reads: it comes back writable.
-  if (write && !read_here) MarkWriteNextLocked(region.PageAddr(page));
   bool fresh = false;
   ReadStream& stream = StreamForLocked(r, page, &fresh);
-  if (write) stream.write_page = page;
+  if (write) {
+    // It comes back writable (whoever reads it), and so do its replicas.
+    MarkWriteNextLocked(region.PageAddr(page));
+    stream.write_page = page;
+  }
   // A new stream takes in the pages on disk before the fault (at most
   // kMaxWindowBytes): an engine's first touch of a returning session is where
   // it writes the new tokens, after the session's cells, which it then
@@ -499,7 +501,7 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
         }
         SetTierLocked(r, p, r.degraded ? Tier::kHost : Tier::kDevice);
         rec.flags.fetch_and(static_cast<uint8_t>(~kPageInFlight), std::memory_order_relaxed);
-        if (unwritten) MapWritableOrMarkLocked(r, p, /*write=*/false);
+        if (unwritten) MapWritableOrMarkLocked(r, p);
         auto waited = waiting_.find(region->PageAddr(p));
         if (waited != waiting_.end()) {
           const auto wait_ns = static_cast<uint64_t>(
