@@ -57,9 +57,8 @@ constexpr uint64_t kAheadShare = 4;
 // RestoreJob::later): a fault's read waits behind no more than this. As
 // much as a stream reads around its fault (kMaxWindowBytes): on a disk that
 // lands what is in flight together, the faulting layer's span and the next
-// stride's (llama.cpp: that layer's K, then its V) land first. With 8 MiB,
-// a returning llama.cpp session took about 7 ms longer on this machine
-// (docs/bench-engine.md).
+// stride's (llama.cpp: that layer's K, then its V) land first; with 8 MiB
+// a returning llama.cpp session took longer (docs/bench-engine.md).
 constexpr size_t kLaterBytes = size_t{4} << 20;
 // Copies ahead: the oldest resident pages within capacity / share of the
 // device's eviction end are kept with a current copy on SSD, so that the
