@@ -3,9 +3,9 @@
 // memfd_device.cc. A handler never touches registered memory: it only issues
 // ioctls (the kernel copies), so it cannot fault on itself.
 #include <linux/userfaultfd.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -66,35 +66,65 @@ void MemfdDevice::StopThreads() {
 void MemfdDevice::FaultLoop() {
   MarkKvtierThread();
   pthread_setname_np(pthread_self(), "kvtier-fault");
-  pollfd fds[2] = {{uffd_.fd(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+  // Each thread waits on its own epoll set, the userfaultfd in it
+  // exclusive: a fault wakes one idle thread, not every one (with poll(2)
+  // all of them woke for each message and all but one went back to sleep:
+  // on two cores, the losers ran before the winner's read and install).
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) {
+    Log(0, "simulated GPU: a fault thread cannot wait (epoll_create1: %s); faults stop",
+        strerror(errno));
+    return;
+  }
+  epoll_event on_fault{};
+  on_fault.events = EPOLLIN | EPOLLEXCLUSIVE;
+  on_fault.data.fd = uffd_.fd();
+  epoll_event on_stop{};
+  on_stop.events = EPOLLIN;
+  on_stop.data.fd = stop_fd_;
+  if (epoll_ctl(ep, EPOLL_CTL_ADD, uffd_.fd(), &on_fault) != 0 ||
+      epoll_ctl(ep, EPOLL_CTL_ADD, stop_fd_, &on_stop) != 0) {
+    Log(0, "simulated GPU: a fault thread cannot wait (epoll_ctl: %s); faults stop",
+        strerror(errno));
+    close(ep);
+    return;
+  }
   uffd_msg msgs[kBatch];
   // With several threads each takes one fault at a time: a thread that took
   // a batch would resolve it serially (a restore waits on the disk) while
   // the others idle.
   const size_t batch = fault_threads_ > 1 ? 1 : kBatch;
   for (;;) {
-    if (poll(fds, 2, -1) < 0) {
+    epoll_event ready[2];
+    const int n = epoll_wait(ep, ready, 2, -1);
+    if (n < 0) {
       if (errno == EINTR) continue;
-      Log(0, "simulated GPU: poll on userfaultfd failed: %s", strerror(errno));
-      return;
+      Log(0, "simulated GPU: waiting on userfaultfd failed: %s", strerror(errno));
+      break;
     }
-    if (fds[1].revents != 0) return;
-    if (fds[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+    bool stop = false, error = false;
+    for (int i = 0; i < n; ++i) {
+      if (ready[i].data.fd == stop_fd_) stop = true;
+      if (ready[i].data.fd == uffd_.fd() && (ready[i].events & (EPOLLERR | EPOLLHUP))) error = true;
+    }
+    if (stop) break;
+    if (error) {
       Log(0, "simulated GPU: userfaultfd reported an error; faults stop");
-      return;
+      break;
     }
-    // Several fault threads poll the same descriptor; the losers get EAGAIN.
+    // A message may have gone to another thread meanwhile: then EAGAIN.
     const ssize_t got = read(uffd_.fd(), msgs, batch * sizeof msgs[0]);
     if (got < 0) {
       if (errno == EAGAIN || errno == EINTR) continue;
       Log(0, "simulated GPU: reading userfaultfd failed: %s", strerror(errno));
-      return;
+      break;
     }
     const Clock::time_point read_at = Clock::now();
     for (size_t i = 0; i < static_cast<size_t>(got) / sizeof(uffd_msg); ++i) {
       if (msgs[i].event == UFFD_EVENT_PAGEFAULT) HandleFault(msgs[i], read_at);
     }
   }
+  close(ep);
 }
 
 void MemfdDevice::WaitForStagingRoom(uint64_t bytes) {
