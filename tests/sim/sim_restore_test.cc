@@ -3,7 +3,8 @@
 // of its touches; reads far apart in the file are in flight together; a
 // fault while another read is held is served meanwhile; a page back from disk
 // keeps its copy and leaves again unwritten until it changes (a write to it
-// caught by its write protection, or its hash where there is none); the stride
+// caught by its write protection, or its hash where there is none), even a
+// write right after the pipeline's copy, before the page is booked; the stride
 // learned from where faults start brings a session's span back in every
 // layer, and the pages a write fault appends to come back writable; a
 // session that returns after its neighbour in the buffer reads its own
@@ -416,6 +417,67 @@ TEST_F(SimDiskWriteTest, AWriteToAPageBackFromDiskIsCaughtByItsWriteProtection) 
 
 TEST_F(SimDiskWriteTest, AWriteToAPageBackFromDiskIsCaughtByItsHashWithoutProtection) {
   WriteAfterRestore(false);
+}
+
+// The pipeline copies a run in without the device lock and books it after:
+// a write in between (its write fault handled meanwhile) must leave the
+// page known written, or it would leave memory again without its new bytes.
+TEST_F(SimDiskTest, AWriteBetweenAPipelineCopyAndItsBookingIsKept) {
+  constexpr uint32_t kPages = 16, kTarget = 1;
+  SpillStore* store = MakeStore(32);
+  ASSERT_TRUE(store);
+  std::atomic<uintptr_t> target{0};
+  std::atomic<bool> wrote{false}, written{false};
+  MemfdDeviceConfig config;
+  config.after_unlocked_copy = [&](uintptr_t start, size_t len) {
+    const uintptr_t t = target.load();
+    if (t == 0 || t < start || t >= start + len || wrote.exchange(true)) return;
+    volatile uint8_t* last = reinterpret_cast<volatile uint8_t*>(t) + kPage - 1;
+    *last = static_cast<uint8_t>(*last ^ 0xff);
+    written = true;
+  };
+  auto dev = MakeDevice(32 * kPage, 1, false, store, config);
+  ASSERT_TRUE(dev);
+  RegionPtr region = HostRegion(*dev, 31, kPages);
+  ASSERT_TRUE(region);
+  Region& r = *region;
+  if (!Protectable(r)) {
+    KVTIER_SKIP_WITHOUT(
+        "userfaultfd cannot write-protect shmem here (Linux 5.19+, and kernel-mode faults "
+        "caught)");
+  }
+  SpillAll(*dev, r);
+  target = reinterpret_cast<uintptr_t>(PageBase(r, kTarget));
+  // A touch of page 0: the pipeline reads the pages after it, the target's
+  // among them, and the seam writes the target right after its copy.
+  EXPECT_EQ(CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)), -1);
+  const auto deadline = std::chrono::steady_clock::now() + kEventDeadline;
+  while (!written && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  ASSERT_TRUE(written) << "the pipeline never installed the target without the lock";
+  std::vector<uint8_t> expected(kPage);
+  WritePattern(expected.data(), kPage, Seed(kTarget, 1));
+  expected[kPage - 1] ^= 0xff;
+  for (uint32_t p = 1; p < kPages; ++p) {
+    if (p == kTarget) {
+      EXPECT_EQ(memcmp(PageBase(r, p), expected.data(), kPage), 0);
+    } else {
+      EXPECT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << p;
+    }
+  }
+  EXPECT_EQ(dev->write_faults(), 1u);
+  EXPECT_FALSE(Unwritten(r, kTarget));
+  for (uint32_t p = 0; p < kPages; ++p) {
+    if (p != kTarget) {
+      EXPECT_TRUE(Unwritten(r, p)) << p;
+    }
+  }
+
+  // It leaves with a write, the others without one, and comes back written.
+  const uint64_t spilled = Get(counters_.spilled_pages);
+  for (uint32_t p = 0; p < kPages; ++p) ASSERT_TRUE(dev->Demote(r, p).ok());
+  SpillAll(*dev, r);
+  EXPECT_EQ(Get(counters_.spilled_pages) - spilled, 1u);
+  EXPECT_EQ(memcmp(PageBase(r, kTarget), expected.data(), kPage), 0);
 }
 
 TEST_F(SimDiskTest, AStrideLearnedFromFaultsBringsASpanBackInEveryLayer) {

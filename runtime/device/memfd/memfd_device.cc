@@ -68,6 +68,7 @@ MemfdDevice::MemfdDevice(const MemfdDeviceConfig& config, UserFaultFd uffd, int 
       uffd_(std::move(uffd)),
       stop_fd_(stop_fd),
       by_base_(std::make_unique<std::map<uintptr_t, MemfdRegion*>>()),
+      after_unlocked_copy_(config.after_unlocked_copy),
       scratch_(static_cast<size_t>(config.fault_threads) + 2, "simulated GPU"),
       page_io_(config.store) {}
 
@@ -228,6 +229,7 @@ Result<RegionPtr> MemfdDevice::CreateRegion(RegionId id, size_t bytes, size_t pa
   sim->protectable = protectable && write_protect_;
   MutexLock lock(&mu_);
   (*by_base_)[base] = sim.get();
+  max_page_size_ = std::max(max_page_size_, page_size);
   region->backend = sim.release();
   return region;
 }
@@ -446,7 +448,7 @@ Status MemfdDevice::MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted
   // TLB shootdown per run of neighbours, not one per page.
   std::vector<PageOf> victims;
   uint64_t freed = 0;
-  const uint64_t resident = resident_bytes_.load(std::memory_order_relaxed);
+  const uint64_t resident = resident_bytes_.load(std::memory_order_relaxed) + installing_bytes_;
   for (ResidentLink<MemfdRegion>* l = resident_.Oldest(); resident - freed + bytes > capacity_;
        l = resident_.Newer(l)) {
     if (l == nullptr) {

@@ -115,6 +115,10 @@ struct MemfdDeviceConfig {
   SpillStore* store = nullptr;
   // A test seam: asked before each fallible step of Create (start_step.h).
   StartStepCheck check_step;
+  // A test seam: called on the installing thread once the restore pipeline
+  // has copied a run of pages in (mapped, write-protected where it can be)
+  // without the device lock, before it books them as resident.
+  std::function<void(uintptr_t start, size_t len)> after_unlocked_copy;
   // What kind() says: "sim", or "host" when the device is the host backend
   // (KVTIER_BACKEND=host: "device" is the engine's resident memory).
   const char* kind = "sim";
@@ -287,11 +291,19 @@ class MemfdDevice final : public Device {
   // engine is about to write it (marked in write_next_), else marks it
   // kPageUnwritten.
   void MapWritableOrMarkLocked(MemfdRegion& r, uint32_t page) REQUIRES(mu_);
+  // For a page marked kPageUnwritten before it was installed
+  // write-protected: maps it writable and clears the mark when the engine
+  // is about to write it (marked in write_next_).
+  void MapWritableIfMarkedLocked(MemfdRegion& r, uint32_t page) REQUIRES(mu_);
   // Maps `count` pages from `first` with the verified `bytes` read back
   // from SSD: write-protected where the region is protectable, and then
   // *unwritten says whether all of them are (they may carry kPageUnwritten).
   Status InstallLocked(MemfdRegion& r, uint32_t first, uint32_t count, const uint8_t* bytes,
                        bool* unwritten) REQUIRES(mu_);
+  // The copy InstallLocked makes, of `len` bytes at `start`; under the lock
+  // or, for pages in flight whose room is taken, without it.
+  Status CopyIn(uintptr_t start, size_t len, const uint8_t* bytes, bool protect,
+                bool* unwritten) const;
   // Marks a kHost page in flight for a spill. nullptr: nothing to do (not
   // on the host, or already moving).
   Result<MemfdRegion*> BeginSpillLocked(Region& region, uint32_t page) REQUIRES(mu_);
@@ -471,7 +483,12 @@ class MemfdDevice final : public Device {
   // Engine view base -> region. Heap-held so a forked child can leak it.
   std::unique_ptr<std::map<uintptr_t, MemfdRegion*>> by_base_ GUARDED_BY(mu_);
   ResidentList<MemfdRegion> resident_ GUARDED_BY(mu_);
-  std::atomic<uint64_t> resident_bytes_{0};      // written under mu_, read by anyone
+  std::atomic<uint64_t> resident_bytes_{0};  // written under mu_, read by anyone
+  // Room taken by pipeline installs under way without the lock (their
+  // pages are copied in, not yet resident); MakeRoomLocked counts it.
+  uint64_t installing_bytes_ GUARDED_BY(mu_) = 0;
+  size_t max_page_size_ GUARDED_BY(mu_) = 0;  // of any region made
+  const std::function<void(uintptr_t, size_t)> after_unlocked_copy_;
   uint8_t* zero_src_ GUARDED_BY(mu_) = nullptr;  // COPY source without ZEROPAGE
   size_t zero_src_bytes_ GUARDED_BY(mu_) = 0;
 
@@ -506,7 +523,8 @@ class MemfdDevice final : public Device {
   int hold_wake_ GUARDED_BY(mu_) = 0;
   bool wake_held_ GUARDED_BY(mu_) = false;
   std::unique_ptr<std::thread> restorer_;  // null: faults restore their own page
-  int restore_wake_fd_ = -1;               // eventfd: ends the pipeline's wait on I/O early
+
+  int restore_wake_fd_ = -1;  // eventfd: ends the pipeline's wait on I/O early
   void WakeRestorerLocked() REQUIRES(mu_);
 };
 

@@ -313,12 +313,29 @@ void MemfdDevice::MapWritableOrMarkLocked(MemfdRegion& r, uint32_t page) {
   region.pages[page].flags.fetch_or(kPageUnwritten, std::memory_order_relaxed);
 }
 
+void MemfdDevice::MapWritableIfMarkedLocked(MemfdRegion& r, uint32_t page) {
+  Region& region = *r.region;
+  const uintptr_t addr = region.PageAddr(page);
+  // As MapWritableOrMarkLocked, for a page marked kPageUnwritten before its
+  // install: the mark stays unless the page is mapped writable here (a WP
+  // fault since the install may have cleared it already: never set again).
+  if (write_next_.empty() || write_next_.erase(addr) == 0) return;
+  if (uffd_.Unprotect(addr, region.page_size).ok()) {
+    region.pages[page].flags.fetch_and(static_cast<uint8_t>(~kPageUnwritten),
+                                       std::memory_order_relaxed);
+  }
+}
+
 Status MemfdDevice::InstallLocked(MemfdRegion& r, uint32_t first, uint32_t count,
                                   const uint8_t* bytes, bool* unwritten) {
-  const uintptr_t start = r.region->PageAddr(first);
-  const size_t len = uint64_t{count} * r.region->page_size;
+  return CopyIn(r.region->PageAddr(first), uint64_t{count} * r.region->page_size, bytes,
+                r.protectable, unwritten);
+}
+
+Status MemfdDevice::CopyIn(uintptr_t start, size_t len, const uint8_t* bytes, bool protect,
+                           bool* unwritten) const {
   *unwritten = false;
-  if (!r.protectable) return uffd_.Copy(start, len, bytes);
+  if (!protect) return uffd_.Copy(start, len, bytes);
   return uffd_.CopyProtected(start, len, bytes, unwritten);
 }
 

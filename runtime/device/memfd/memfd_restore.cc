@@ -20,7 +20,10 @@
 // two thirds of this thread's time). A verified run is installed with one
 // UFFDIO_COPY (after making room as a fault does), which wakes its
 // waiters: an engine thread waits for its own page only, and never sees
-// unverified bytes. A page keeps its copy on SSD once back (kPageDiskCopy).
+// unverified bytes. The copy, most of a restore's CPU, runs without the
+// device lock, on `kvtier-install` and (a run a pass) on this thread, while
+// this thread keeps reads in flight. A page keeps its copy on SSD once back
+// (kPageDiskCopy).
 //
 // A region being destroyed or degraded drops its queued restores; reads
 // already started complete first (the region's disk_io counts them).
@@ -460,15 +463,24 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
   std::vector<std::pair<uint32_t, uint64_t>> faulted;  // page, wait
   std::vector<std::pair<uint32_t, uint32_t>> ahead;    // runs: first, count
   RegionPtr region = r.region;
-  bool installed = true;
+  const size_t len = region->page_size;
+  const uint64_t bytes_in = uint64_t{count} * len;
   // Read under the lock: once these pages' I/O ends, a DestroyRegion
   // waiting for it may free `r`.
   bool degraded = false;
+  bool protect = false;
+  bool reserved = false;   // bytes_in taken in installing_bytes_
+  bool unwritten = false;  // all of them mapped write-protected
+  Status s;
   {
     MutexLock lock(&mu_);
-    const size_t len = region->page_size;
-    Status s;
-    bool unwritten = false;
+    // Installs under way without the lock leave room for this one and a
+    // page for each fault thread (whose room MakeRoomLocked must find
+    // among resident pages), or this one waits for them.
+    const uint64_t keep = uint64_t{max_page_size_} * fault_threads_;
+    while (installing_bytes_ > 0 && installing_bytes_ + bytes_in + keep > capacity_) {
+      disk_io_done_.Wait(mu_);
+    }
     if (r.releasing) {
       AbandonRunLocked(r, first, count);  // its release frees the slots
       return true;
@@ -477,30 +489,70 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
     if (r.degraded) {
       // The view is about to be unregistered (DegradeLocked waits for this
       // read): the bytes go into the memfd, where the engine will find them.
-      memcpy(r.views.alias + uint64_t{first} * len, bytes, uint64_t{count} * len);
+      memcpy(r.views.alias + uint64_t{first} * len, bytes, bytes_in);
     } else {
-      s = MakeRoomLocked(uint64_t{count} * len, &evicted);
-      if (s.ok()) s = InstallLocked(r, first, count, bytes, &unwritten);
+      s = MakeRoomLocked(bytes_in, &evicted);
+      if (s.ok()) {
+        // Marked unwritten before they are mapped: a write right after the
+        // copy raises a WP fault, which clears the mark; marked after, with
+        // the lock let go in between, the write would be lost.
+        protect = r.protectable;
+        if (protect) {
+          for (uint32_t p = first; p < first + count; ++p) {
+            region->pages[p].flags.fetch_or(kPageUnwritten, std::memory_order_relaxed);
+          }
+        }
+        if (bytes_in + keep <= capacity_) {
+          // The room stays taken while the pages are copied in without the
+          // lock (the copy is most of a restore's CPU: the fault threads
+          // and the other installer go on meanwhile). The pages stay on
+          // disk and in flight until it ends: a fault on one waits for the
+          // copy's wake, nothing else takes them.
+          installing_bytes_ += bytes_in;
+          reserved = true;
+        } else {
+          // A device too small to spare the room: copied in under the lock.
+          s = CopyIn(region->PageAddr(first), bytes_in, bytes, protect, &unwritten);
+        }
+      }
     }
+  }
+  if (reserved) {
+    s = CopyIn(region->PageAddr(first), bytes_in, bytes, protect, &unwritten);
+    if (s.ok() && after_unlocked_copy_) after_unlocked_copy_(region->PageAddr(first), bytes_in);
+  }
+  bool installed = true;
+  {
+    MutexLock lock(&mu_);
+    if (reserved) installing_bytes_ -= bytes_in;
     if (!s.ok()) {
       Log(0, "simulated GPU: installing restored pages %u..%u of region %u: %s", first,
           first + count - 1, region->id, s.message().c_str());
+      for (uint32_t p = first; p < first + count; ++p) {
+        region->pages[p].flags.fetch_and(static_cast<uint8_t>(~kPageUnwritten),
+                                         std::memory_order_relaxed);
+      }
       AbandonRunLocked(r, first, count);
       installed = false;
     } else {
       const Clock::time_point now = Clock::now();
       for (uint32_t p = first; p < first + count; ++p) {
         PageRecord& rec = region->pages[p];
-        if (r.degraded) {
+        // Marked before the copy, and no write fault since.
+        const bool kept = (rec.flags.load(std::memory_order_relaxed) & kPageUnwritten) != 0;
+        SetTierLocked(r, p, degraded ? Tier::kHost : Tier::kDevice);  // clears the mark
+        if (degraded) {
           // Its bytes are in the memfd, where the engine will find them.
           store_->Free(rec.disk_slot);
         } else {
           store_->KeepAsCopy(rec.disk_slot);
           rec.flags.fetch_or(kPageDiskCopy, std::memory_order_relaxed);
+          if (unwritten) {
+            if (kept) rec.flags.fetch_or(kPageUnwritten, std::memory_order_relaxed);
+            MapWritableIfMarkedLocked(r, p);
+          }
         }
-        SetTierLocked(r, p, r.degraded ? Tier::kHost : Tier::kDevice);
         rec.flags.fetch_and(static_cast<uint8_t>(~kPageInFlight), std::memory_order_relaxed);
-        if (unwritten) MapWritableOrMarkLocked(r, p);
         auto waited = waiting_.find(region->PageAddr(p));
         if (waited != waiting_.end()) {
           const auto wait_ns = static_cast<uint64_t>(
@@ -641,28 +693,91 @@ void MemfdDevice::RestoreLoop() {
   // Regions whose install failed, degraded once no read of ours is in
   // flight (degrading waits for the region's disk I/O, ours included).
   std::vector<std::pair<RegionPtr, MemfdRegion*>> to_degrade;
-  // Requests completed, their ops freed: installed once the next requests
-  // are on their way, so that the disk has work while the CPU installs.
+  // Reads completed and verified, their ops freed, wait here for an
+  // install: by this thread, one a pass between its submissions, and by
+  // its installer (`kvtier-install`), which installs one after another
+  // while this thread submits and opens the next reads. The kernel's copy
+  // into the memfd is most of a restore's CPU; in turns with the reads,
+  // the disk idled while a pass installed.
   struct Finished {
-    Op::Kind kind;
     MemfdRegion* r;
     RegionPtr region;
     uint32_t first, count;
-    bool later;
     uint8_t* chunk;
-    SpillCompletion c;
-    uint8_t rank = 0;  // install order: 0 waited on, 1 the faulting layer's, 2 later
+    uint8_t rank;  // install order: 0 waited on, 1 the faulting layer's, 2 later
   };
-  std::vector<Finished> finished;
+  struct Installs {
+    Mutex mu;
+    CondVar queued;  // a run to install, or stop
+    CondVar ended;   // an install ended
+    std::vector<Finished> runs GUARDED_BY(mu);
+    // Installed (second: it failed): their chunks go back to free_chunks.
+    std::vector<std::pair<Finished, bool>> done GUARDED_BY(mu);
+    size_t busy GUARDED_BY(mu) = 0;  // runs queued or being installed
+    bool stop GUARDED_BY(mu) = false;
+  } installs;
+  // Takes the first run of the lowest rank: a page an engine thread waits
+  // on first, then the faulting layer's, then the other layers'.
+  auto take_run = [&installs](Finished* out) {
+    MutexLock lock(&installs.mu);
+    if (installs.runs.empty()) return false;
+    auto best =
+        std::min_element(installs.runs.begin(), installs.runs.end(),
+                         [](const Finished& a, const Finished& b) { return a.rank < b.rank; });
+    *out = std::move(*best);
+    installs.runs.erase(best);
+    return true;
+  };
+  auto install_run = [this, &installs](Finished f) {
+    const bool failed = !InstallRunFromPipeline(*f.r, f.first, f.count, f.chunk);
+    MutexLock lock(&installs.mu);
+    installs.done.emplace_back(std::move(f), failed);
+    --installs.busy;
+    installs.ended.Signal();
+  };
+  std::unique_ptr<std::thread> installer;
+  if (std::thread::hardware_concurrency() > 1) {
+    try {
+      installer = std::make_unique<std::thread>([&installs, &take_run, &install_run] {
+        MarkKvtierThread();
+        pthread_setname_np(pthread_self(), "kvtier-install");
+        for (;;) {
+          {
+            MutexLock lock(&installs.mu);
+            while (!installs.stop && installs.runs.empty()) installs.queued.Wait(installs.mu);
+            if (installs.runs.empty()) return;
+          }
+          Finished f;
+          if (take_run(&f)) install_run(std::move(f));
+        }
+      });
+    } catch (const std::system_error& e) {
+      Log(1, "simulated GPU: no install thread (%s); the restore thread installs alone", e.what());
+    }
+  }
+  // Chunks of ended installs back to free_chunks, failed installs' regions
+  // to to_degrade. Returns the installs still queued or under way.
+  auto collect_installs = [&installs, &free_chunks, &to_degrade] {
+    MutexLock lock(&installs.mu);
+    for (auto& [f, failed] : installs.done) {
+      free_chunks.push_back(f.chunk);
+      if (failed) to_degrade.emplace_back(f.region, f.r);
+    }
+    installs.done.clear();
+    return installs.busy;
+  };
   for (;;) {
     std::vector<size_t> started;
-    bool chunk_starved = false;           // reads are queued, but every chunk is taken
-    std::vector<Evicted> mapped_evicted;  // by pages mapped back from host memory
+    std::vector<Evicted> mapped_evicted;                 // by pages mapped back from host memory
     std::vector<std::pair<RegionPtr, uint32_t>> mapped;  // those pages
+    const size_t installing = collect_installs();
     {
       MutexLock lock(&mu_);
       for (;;) {
-        if (restore_stop_ || !restore_queue_.empty() || busy_pages > 0 || !finished.empty()) break;
+        if (restore_stop_ || !restore_queue_.empty() || busy_pages > 0 || installing > 0 ||
+            !to_degrade.empty()) {
+          break;
+        }
         if (std::any_of(std::begin(streams_), std::end(streams_),
                         [](const ReadStream& st) { return st.replicating; })) {
           break;
@@ -679,7 +794,7 @@ void MemfdDevice::RestoreLoop() {
         restorer_idle_ = false;
       }
       if (restore_stop_) CancelRestoresLocked(nullptr);
-      if (restore_stop_ && busy_pages == 0 && finished.empty()) return;
+      if (restore_stop_ && busy_pages == 0 && installing == 0) break;
       // Replication cut short by the ahead limit goes on as reads end.
       if (restoring_pages_ < AheadLimit() / 2) {
         for (ReadStream& st : streams_) {
@@ -771,7 +886,6 @@ void MemfdDevice::RestoreLoop() {
         if (op.later) later_pages += op.count;
         started.push_back(i);
       }
-      chunk_starved = !restore_queue_.empty() && slab.data() != nullptr && free_chunks.empty();
       // Copies ahead only while no restore is under way: they must not
       // delay a returning session.
       if (batch && restore_queue_.empty() && busy_pages == copies && copies < max_copies &&
@@ -839,47 +953,16 @@ void MemfdDevice::RestoreLoop() {
     }
     // On their way before the installs below.
     if (batch && !started.empty()) batch->Submit();
-    // Pages an engine thread waits on are installed first, then the
-    // faulting layer's, then the other layers': reads land together, and
-    // each install takes a while (0.3 ms a MiB).
-    if (finished.size() > 1) {
-      {
-        MutexLock lock(&mu_);
-        for (Finished& f : finished) {
-          f.rank = f.later ? 2 : 1;
-          for (uint32_t k = 0; k < f.count && f.rank != 0; ++k) {
-            if (waiting_.count(f.region->PageAddr(f.first + k)) != 0) f.rank = 0;
-          }
-        }
-      }
-      std::stable_sort(finished.begin(), finished.end(),
-                       [](const Finished& a, const Finished& b) { return a.rank < b.rank; });
-    }
-    // Reads that wait for a chunk get the first one an install frees: one
-    // install, then back to submit.
-    size_t installs = 0;
-    for (Finished& f : finished) {
-      if (installs > 0 && chunk_starved) break;
-      ++installs;
-      const SpillCompletion& c = f.c;
-      if (c.status.ok()) {
-        if (!InstallRunFromPipeline(*f.r, f.first, f.count, f.chunk)) {
-          to_degrade.emplace_back(f.region, f.r);
-        }
-      } else if (c.failure == ReadFailure::kBadRequest) {
-        // A run the store would bounce: its pages wait for their faults,
-        // and later restores read one page at a time.
-        if (f.count > 1) runs = false;
-        MutexLock lock(&mu_);
-        AbandonRunLocked(*f.r, f.first, f.count);
-      } else {
-        // Read twice and still wrong: the page's only copy is gone.
-        StopOnLostPage(*store_, f.region->id, f.region->tag, f.first, c.status);
-      }
-      free_chunks.push_back(f.chunk);
-    }
-    finished.erase(finished.begin(), finished.begin() + static_cast<ptrdiff_t>(installs));
-    if (batch && batch->outstanding() > 0 && done.empty() && finished.empty()) {
+    // One install on this thread, then back to submit (reads that wait
+    // for a chunk get the one it frees).
+    Finished run;
+    const bool took = take_run(&run);
+    if (took) install_run(std::move(run));
+    if (!took && installing > 0 && (!batch || batch->outstanding() == 0) && done.empty()) {
+      // Nothing to read or open until the installer gives a chunk back.
+      MutexLock lock(&installs.mu);
+      while (installs.done.empty() && installs.busy > 0) installs.ended.Wait(installs.mu);
+    } else if (!took && batch && batch->outstanding() > 0 && done.empty()) {
       Status broken = batch->WaitAny(&done);
       if (!broken.ok()) {
         // The queue broke: reads it did not complete are read page by page
@@ -906,6 +989,7 @@ void MemfdDevice::RestoreLoop() {
         if (batch && restore_wake_fd_ >= 0) (void)batch->SetWakeFd(restore_wake_fd_);
       }
     }
+    std::vector<Finished> landed;
     for (SpillCompletion& c : done) {
       Op& op = ops[c.tag];
       busy_pages -= op.count;
@@ -918,14 +1002,45 @@ void MemfdDevice::RestoreLoop() {
                          c.status.ok() ? Result<SpillSlot>(c.slot) : Result<SpillSlot>(c.status));
         --copies;
         op.region.reset();
-      } else {
-        finished.push_back({op.kind, op.r, std::move(op.region), op.first, op.count, op.later,
-                            op.chunk, std::move(c)});
+      } else if (c.status.ok()) {
+        landed.push_back({op.r, std::move(op.region), op.first, op.count, op.chunk,
+                          static_cast<uint8_t>(op.later ? 2 : 1)});
         op.chunk = nullptr;
+      } else if (c.failure == ReadFailure::kBadRequest) {
+        // A run the store would bounce: its pages wait for their faults,
+        // and later restores read one page at a time.
+        if (op.count > 1) runs = false;
+        MutexLock lock(&mu_);
+        AbandonRunLocked(*op.r, op.first, op.count);
+        free_chunks.push_back(op.chunk);
+        op.chunk = nullptr;
+        op.region.reset();
+      } else {
+        // Read twice and still wrong: the page's only copy is gone.
+        StopOnLostPage(*store_, op.region->id, op.region->tag, op.first, c.status);
       }
       op.kind = Op::Kind::kFree;
     }
-    if (!to_degrade.empty() && busy_pages == 0 && finished.empty()) {
+    size_t pending = installing;  // installs queued or under way
+    if (!landed.empty()) {
+      // Ranked now: a page an engine thread waits on goes first.
+      {
+        MutexLock lock(&mu_);
+        for (Finished& f : landed) {
+          for (uint32_t k = 0; k < f.count && f.rank != 0; ++k) {
+            if (waiting_.count(f.region->PageAddr(f.first + k)) != 0) f.rank = 0;
+          }
+        }
+      }
+      MutexLock lock(&installs.mu);
+      installs.busy += landed.size();
+      pending = installs.busy;
+      for (Finished& f : landed) installs.runs.push_back(std::move(f));
+      if (installer) installs.queued.Signal();
+    }
+    // Not while installs are queued: degrading waits for the region's
+    // installs, which may be this thread's to do.
+    if (!to_degrade.empty() && busy_pages == 0 && pending == 0) {
       MutexLock lock(&mu_);
       for (const auto& [region, r] : to_degrade) {
         // Unless it was destroyed meanwhile.
@@ -935,6 +1050,14 @@ void MemfdDevice::RestoreLoop() {
       }
       to_degrade.clear();
     }
+  }
+  if (installer) {
+    {
+      MutexLock lock(&installs.mu);
+      installs.stop = true;
+      installs.queued.Signal();
+    }
+    installer->join();
   }
 }
 
