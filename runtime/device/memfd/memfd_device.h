@@ -523,8 +523,7 @@ class MemfdDevice final : public Device {
   int hold_wake_ GUARDED_BY(mu_) = 0;
   bool wake_held_ GUARDED_BY(mu_) = false;
   std::unique_ptr<std::thread> restorer_;  // null: faults restore their own page
-
-  int restore_wake_fd_ = -1;  // eventfd: ends the pipeline's wait on I/O early
+  int restore_wake_fd_ = -1;               // eventfd: ends the pipeline's wait on I/O early
   void WakeRestorerLocked() REQUIRES(mu_);
 };
 
