@@ -303,22 +303,18 @@ Status MemfdDevice::InstallRestoredLocked(MemfdRegion& r, uint32_t page, const u
 }
 
 void MemfdDevice::MapWritableOrMarkLocked(MemfdRegion& r, uint32_t page) {
-  Region& region = *r.region;
-  const uintptr_t addr = region.PageAddr(page);
-  // Write-protected, the engine's write would fault at once: a sleep of an
-  // engine thread (and, on a barrier, of the others) for nothing. Writable,
-  // the page is hashed when it leaves instead (its copy may be current).
-  const bool marked = !write_next_.empty() && write_next_.erase(addr) > 0;
-  if (marked && uffd_.Unprotect(addr, region.page_size).ok()) return;
-  region.pages[page].flags.fetch_or(kPageUnwritten, std::memory_order_relaxed);
+  r.region->pages[page].flags.fetch_or(kPageUnwritten, std::memory_order_relaxed);
+  MapWritableIfMarkedLocked(r, page);
 }
 
 void MemfdDevice::MapWritableIfMarkedLocked(MemfdRegion& r, uint32_t page) {
   Region& region = *r.region;
   const uintptr_t addr = region.PageAddr(page);
-  // As MapWritableOrMarkLocked, for a page marked kPageUnwritten before its
-  // install: the mark stays unless the page is mapped writable here (a WP
-  // fault since the install may have cleared it already: never set again).
+  // Write-protected, the engine's write would fault at once: a sleep of an
+  // engine thread (and, on a barrier, of the others) for nothing. Writable,
+  // the page is hashed when it leaves instead (its copy may be current).
+  // Otherwise the mark stays as it is (a write fault since the install may
+  // have cleared it: never set here).
   if (write_next_.empty() || write_next_.erase(addr) == 0) return;
   if (uffd_.Unprotect(addr, region.page_size).ok()) {
     region.pages[page].flags.fetch_and(static_cast<uint8_t>(~kPageUnwritten),
