@@ -154,6 +154,7 @@ UvmDevice::UvmDevice(UvmDeviceConfig config)
       counters_(config_.counters ? *config_.counters : own_counters_),
       store_(config_.store),
       scratch_(RestoreBuffers(config_.page_size), "CUDA backend"),
+      copies_(store_ != nullptr && std::thread::hardware_concurrency() > 1, "kvtier-uvm-copy"),
       page_io_(config_.store) {}
 
 UvmDevice::~UvmDevice() {
@@ -161,6 +162,7 @@ UvmDevice::~UvmDevice() {
     // The parent's thread, stream and memory are not this process's to free.
     (void)maintenance_.release();
     (void)watch_.release();
+    copies_.AbandonInForkChild();
     return;
   }
   watch_.reset();  // no submission reaches the gate from here on

@@ -89,6 +89,7 @@
 #include "runtime/device/resident_list.h"
 #include "runtime/mutex.h"
 #include "runtime/options.h"  // DeviceSizes
+#include "runtime/storage/copy_lane.h"
 #include "runtime/storage/page_io.h"
 
 namespace kvtier::cuda {
@@ -272,6 +273,7 @@ class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
   bool gating_ = false;      // submissions are seen (set in Create)
   std::unique_ptr<SubmitWatch> watch_;
   ScratchPool scratch_;
+  CopyLane copies_;                  // restores' copies into managed memory
   PageIo page_io_;                   // its lock comes before mu_
   std::atomic<bool> sealed_{false};  // Region::spill_gate of every region
   // A submission must open the gate first: sealed, being sealed, or woken

@@ -315,7 +315,8 @@ Status UvmDevice::DiscardLocked(const std::vector<PageKey>& pages) {
 }
 
 size_t UvmDevice::RestoreBuffers(size_t page_size) {
-  return std::max(kRestoreChunkPages, kRestoreChunkBytes / std::max<size_t>(page_size, 1));
+  // A chunk's, and the last copies of the chunk before it.
+  return 2 * std::max(kRestoreChunkPages, kRestoreChunkBytes / std::max<size_t>(page_size, 1));
 }
 
 void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
@@ -348,7 +349,9 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
   mu_.Unlock();
   // Into private buffers first: the store verifies each page before a byte
   // of it reaches memory the GPU can see. In chunks, so the buffers of one
-  // are the next one's.
+  // are the next one's. The copies into managed memory are shared with the
+  // lane's helper (below); one page's is made here, at once.
+  CopyLane::Batch copies(copies_, /*share=*/jobs.size() > 1);
   for (size_t from = 0, to = 0; from < jobs.size(); from = to) {
     size_t chunk_bytes = 0;
     while (to < jobs.size() &&
@@ -374,7 +377,10 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
     }
     // The CPU's write of every byte undoes the discard; the page is on the
     // host until the GPU faults it in or the policy promotes it. Each page
-    // is copied as its read completes, while the others are in flight. The
+    // is copied as its read completes, while the others are in flight, on
+    // this thread or the lane's helper: the copies of one thread could not
+    // keep up with a disk of 2 GB/s (kvtier_wait at 0.7-0.8x raw reads on
+    // the host-memory stand-in, a core busy). The
     // chunk's discarded memory is mapped on the host before the first copy,
     // in one prefetch per GPU, while the chunk's other reads are in flight:
     // a CPU write would fault it in 4 KiB at a time through the driver. On an
@@ -394,9 +400,8 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
         const Region& region = *job.r->region;
         if (!read.ok()) StopOnLostPage(*store_, region.id, region.tag, job.page, read);
         map_chunk();  // the first time: later calls find nothing left to map
-        memcpy(reinterpret_cast<void*>(region.PageAddr(job.page)), job.buffer.data(),
-               region.page_size);
-        scratch_.Return(std::move(job.buffer));
+        copies.Copy(reinterpret_cast<void*>(region.PageAddr(job.page)), job.buffer.data(),
+                    region.page_size, [this, &job] { scratch_.Return(std::move(job.buffer)); });
       });
     }
     map_chunk();  // a chunk of pages of zeros only
@@ -406,6 +411,7 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
       memset(reinterpret_cast<void*>(region.PageAddr(jobs[j].page)), 0, region.page_size);
     }
   }
+  copies.Wait();
   mu_.Lock();
   for (Job& job : jobs) {
     PageRecord& rec = job.r->region->pages[job.page];
