@@ -164,7 +164,7 @@ TEST_F(RuntimeStartupTest, EveryStartStepFailsInTurnWithOneMessageAndNoHalfBuilt
   const std::set<std::string> taken(steps.begin(), steps.end());
   EXPECT_EQ(taken.size(), steps.size()) << "a step is asked twice";
   for (const char* step : {"policy", "device", "disk tier", "userfaultfd", "eventfd",
-                           "fault threads", "stats segment", "policy thread"}) {
+                           "fault epoll sets", "fault threads", "stats segment", "policy thread"}) {
     EXPECT_TRUE(taken.count(step)) << "start-up no longer asks about \"" << step << "\"";
   }
   // What kvtier can run without: the disk tier and the stats segment.

@@ -220,7 +220,9 @@ class MemfdDevice final : public Device {
   MemfdDevice(const MemfdDeviceConfig& config, UserFaultFd uffd, int stop_fd);
   Status StartThreads(int count, const StartStepCheck& check);
   void StopThreads();
-  void FaultLoop();
+  // A fault thread's epoll set: the userfaultfd (EPOLLEXCLUSIVE) and stop_fd_.
+  Result<int> MakeFaultWaitSet();
+  void FaultLoop(int ep);  // closes ep when it ends
   void HandleFault(const uffd_msg& msg, Clock::time_point read_at);
   // With a host limit: while the host tier has no room for `bytes` more
   // (at most its whole limit) and the disk tier takes writes, waits (at

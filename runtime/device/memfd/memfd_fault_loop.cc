@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <system_error>
 
 #include "runtime/device/memfd/memfd_device.h"
@@ -24,18 +25,53 @@ constexpr std::chrono::milliseconds kStagingWait{50};  // longest a fault waits 
 
 }  // namespace
 
+Result<int> MemfdDevice::MakeFaultWaitSet() {
+  // Each thread waits on its own epoll set, the userfaultfd in it
+  // exclusive: a fault wakes one idle thread, not every one (with poll(2)
+  // all of them woke for each message and all but one went back to sleep:
+  // on two cores, the losers ran before the winner's read and install).
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) return Status::Errorf("epoll_create1: %s", strerror(errno));
+  epoll_event on_fault{};
+  on_fault.events = EPOLLIN | EPOLLEXCLUSIVE;
+  on_fault.data.fd = uffd_.fd();
+  epoll_event on_stop{};
+  on_stop.events = EPOLLIN;
+  on_stop.data.fd = stop_fd_;
+  if (epoll_ctl(ep, EPOLL_CTL_ADD, uffd_.fd(), &on_fault) != 0 ||
+      epoll_ctl(ep, EPOLL_CTL_ADD, stop_fd_, &on_stop) != 0) {
+    const int err = errno;
+    close(ep);
+    return Status::Errorf("epoll_ctl: %s", strerror(err));
+  }
+  return ep;
+}
+
 Status MemfdDevice::StartThreads(int count, const StartStepCheck& check) {
   // The threads start with every asynchronous signal blocked.
   sigset_t old;
   BlockAsyncSignals(&old);
   Status status;
+  int ep = -1;
   try {
     for (int i = 0; i < count && status.ok(); ++i) {
       // Asked before the last thread: a failure then leaves the others running.
       if (i == count - 1) status = CheckStartStep(check, "fault threads");
-      if (status.ok()) threads_.push_back(std::make_unique<std::thread>([this] { FaultLoop(); }));
+      if (!status.ok()) break;
+      // A thread without its set could not wait: Create fails instead.
+      const Status step = i == 0 ? CheckStartStep(check, "fault epoll sets") : Status::Ok();
+      Result<int> set = step.ok() ? MakeFaultWaitSet() : Result<int>(step);
+      if (!set.ok()) {
+        status = set.status().Annotate("fault thread " + std::to_string(i + 1) + " of " +
+                                       std::to_string(count) + " has nothing to wait on");
+        break;
+      }
+      ep = set.value();
+      threads_.push_back(std::make_unique<std::thread>([this, ep] { FaultLoop(ep); }));
+      ep = -1;  // the thread's now
     }
   } catch (const std::system_error& e) {
+    if (ep >= 0) close(ep);
     status = Status::Errorf("starting fault thread %zu of %d failed: %s", threads_.size() + 1,
                             count, e.what());
   }
@@ -63,32 +99,9 @@ void MemfdDevice::StopThreads() {
   restorer_.reset();
 }
 
-void MemfdDevice::FaultLoop() {
+void MemfdDevice::FaultLoop(int ep) {
   MarkKvtierThread();
   pthread_setname_np(pthread_self(), "kvtier-fault");
-  // Each thread waits on its own epoll set, the userfaultfd in it
-  // exclusive: a fault wakes one idle thread, not every one (with poll(2)
-  // all of them woke for each message and all but one went back to sleep:
-  // on two cores, the losers ran before the winner's read and install).
-  const int ep = epoll_create1(EPOLL_CLOEXEC);
-  if (ep < 0) {
-    Log(0, "simulated GPU: a fault thread cannot wait (epoll_create1: %s); faults stop",
-        strerror(errno));
-    return;
-  }
-  epoll_event on_fault{};
-  on_fault.events = EPOLLIN | EPOLLEXCLUSIVE;
-  on_fault.data.fd = uffd_.fd();
-  epoll_event on_stop{};
-  on_stop.events = EPOLLIN;
-  on_stop.data.fd = stop_fd_;
-  if (epoll_ctl(ep, EPOLL_CTL_ADD, uffd_.fd(), &on_fault) != 0 ||
-      epoll_ctl(ep, EPOLL_CTL_ADD, stop_fd_, &on_stop) != 0) {
-    Log(0, "simulated GPU: a fault thread cannot wait (epoll_ctl: %s); faults stop",
-        strerror(errno));
-    close(ep);
-    return;
-  }
   uffd_msg msgs[kBatch];
   // With several threads each takes one fault at a time: a thread that took
   // a batch would resolve it serially (a restore waits on the disk) while
