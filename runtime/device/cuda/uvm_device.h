@@ -59,7 +59,8 @@
 //   restore reads the page into a private buffer, the store verifies its
 //   checksum (a page that cannot be read back stops the process: never
 //   hand the engine wrong KV), copies it into the managed page from the
-//   CPU (which undoes the discard) and leaves it on the host; the GPU
+//   CPU (which undoes the discard; the copies shared with the
+//   "kvtier-uvm-copy" helper, copies_) and leaves it on the host; the GPU
 //   faults it in, or the policy promotes it.
 // - Maintenance thread ("kvtier-uvm"): flushes CUPTI's buffers, enforces
 //   the budgets and seals an idle process every period.
@@ -69,8 +70,8 @@
 // mutex guards the region map, the resident lists, the gate's state and
 // every residency change; moves and discards hold it across their stream
 // wait (a page move, tens of microseconds); disk I/O never runs under it
-// (page_io_'s lock is taken with mu_ released). DeviceEvents are called
-// with no lock held.
+// (page_io_'s lock is taken with mu_ released; copies_'s, inside a read's
+// callback, after page_io_'s). DeviceEvents are called with no lock held.
 #pragma once
 
 #include <atomic>
