@@ -315,8 +315,10 @@ Status UvmDevice::DiscardLocked(const std::vector<PageKey>& pages) {
 }
 
 size_t UvmDevice::RestoreBuffers(size_t page_size) {
-  // A chunk's, and the last copies of the chunk before it.
-  return 2 * std::max(kRestoreChunkPages, kRestoreChunkBytes / std::max<size_t>(page_size, 1));
+  // A chunk's, and the copies of the chunk before it still queued or
+  // running on the helper when the chunk's reads start.
+  return std::max(kRestoreChunkPages, kRestoreChunkBytes / std::max<size_t>(page_size, 1)) +
+         CopyLane::kBacklog + 1;
 }
 
 void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
