@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -97,21 +98,23 @@ TEST(CopyLaneTest, TheHelperCopiesWhileTheCallerGoesOnAndWaitWaitsForIt) {
 
 TEST(CopyLaneTest, PastTheBacklogTheCallerCopiesItself) {
   CopyLane lane(true, "test-copy");
-  uint8_t src[8] = {1, 2, 3, 4, 5, 6, 7, 8}, dst[8] = {};
+  const uint8_t src[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   Gate gate;
   const std::thread::id me = std::this_thread::get_id();
   std::vector<std::thread::id> where(CopyLane::kBacklog + 2);
+  std::vector<std::array<uint8_t, 8>> dst(where.size());  // one each: copies run at once
   std::thread opener;
   {
     CopyLane::Batch batch(lane, true);
     // The helper holds the first copy; the next kBacklog wait in its queue.
-    batch.Copy(dst, src, sizeof(src), [&] {
+    batch.Copy(dst[0].data(), src, sizeof(src), [&] {
       where[0] = std::this_thread::get_id();
       gate.Hold();
     });
     ASSERT_TRUE(gate.AwaitEntered());
     for (size_t i = 1; i < where.size(); ++i) {
-      batch.Copy(dst, src, sizeof(src), [&where, i] { where[i] = std::this_thread::get_id(); });
+      batch.Copy(dst[i].data(), src, sizeof(src),
+                 [&where, i] { where[i] = std::this_thread::get_id(); });
     }
     // The one past the backlog ran here, before Copy returned.
     EXPECT_EQ(where.back(), me);
@@ -121,6 +124,7 @@ TEST(CopyLaneTest, PastTheBacklogTheCallerCopiesItself) {
   opener.join();
   EXPECT_NE(where[0], me);
   for (size_t i = 1; i + 1 < where.size(); ++i) EXPECT_NE(where[i], std::thread::id()) << i;
+  for (size_t i = 0; i < dst.size(); ++i) EXPECT_EQ(memcmp(dst[i].data(), src, 8), 0) << i;
 }
 
 TEST(CopyLaneTest, ASecondCallerAndAnUnsharedBatchCopyInline) {
