@@ -58,6 +58,7 @@ void CopyLane::HelperLoop() {
     if (queue_.empty()) return;  // stopping; a Batch never outlives the lane
     Job job = std::move(queue_.front());
     queue_.pop_front();
+    queued_bytes_ -= job.len;
     ++running_;
     lock.Unlock();
     Run(job);
@@ -75,7 +76,8 @@ void CopyLane::Batch::Copy(void* dst, const void* src, size_t len, std::function
   Job job{dst, src, len, std::move(done)};
   if (shared_) {
     MutexLock lock(&lane_.mu_);
-    if (lane_.queue_.size() < kBacklog) {
+    if (lane_.queued_bytes_ < kBacklogBytes) {
+      lane_.queued_bytes_ += len;
       lane_.queue_.push_back(std::move(job));
       lane_.work_cv_.Signal();
       return;
@@ -90,6 +92,7 @@ void CopyLane::Batch::Wait() {
   while (!lane_.queue_.empty()) {
     Job job = std::move(lane_.queue_.back());
     lane_.queue_.pop_back();
+    lane_.queued_bytes_ -= job.len;
     lock.Unlock();
     Run(job);
     lock.Lock();

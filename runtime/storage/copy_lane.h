@@ -6,9 +6,9 @@
 //
 // One caller at a time has the helper (a Batch takes it for its lifetime);
 // a caller that finds it taken, or a lane without a helper (one core),
-// copies inline. The helper never takes more than a few copies behind the
-// caller: past that the caller copies the page it just read itself, while
-// it is still in its cache.
+// copies inline. The helper never falls more than kBacklogBytes behind the
+// caller: past that the caller copies what it just read itself, while it is
+// still in its cache.
 //
 // The helper is a kvtier thread started with every asynchronous signal
 // blocked; a fork child has none (AbandonInForkChild; its Batches copy
@@ -42,10 +42,10 @@ class CopyLane {
   void AbandonInForkChild();
   bool has_helper() const { return helper_ != nullptr; }
 
-  // Copies the helper may have queued before the caller copies one
-  // itself. With a few, the caller copied so often that the disk waited
-  // for it; 16 (1 MiB of 64 KiB pages) keep both threads copying.
-  static constexpr size_t kBacklog = 16;
+  // Bytes the helper may have queued before the caller copies itself.
+  // With less (4 pages of 64 KiB), the caller copied so often that the disk
+  // waited for it; 1 MiB keeps both threads copying.
+  static constexpr size_t kBacklogBytes = size_t{1} << 20;
 
   // One caller's copies; every one has been made, and its `done` called,
   // when Wait returns (the destructor waits too).
@@ -88,6 +88,7 @@ class CopyLane {
   CondVar work_cv_;  // a job was queued, or the lane stops
   CondVar idle_cv_;  // the helper's last job returned
   std::deque<Job> queue_ GUARDED_BY(mu_);
+  size_t queued_bytes_ GUARDED_BY(mu_) = 0;
   size_t running_ GUARDED_BY(mu_) = 0;  // jobs the helper copies now
   bool stop_ GUARDED_BY(mu_) = false;
   std::unique_ptr<std::thread> helper_;

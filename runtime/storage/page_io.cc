@@ -59,33 +59,67 @@ void PageIo::Write(const std::vector<Source>& sources, const WrittenFn& written)
   }
 }
 
-void PageIo::Read(const std::vector<Target>& targets, const ReadFn& read) {
-  if (targets.size() == 1) {
-    const Target& t = targets[0];
-    read(0, store_->Read(t.slot, t.dst, t.len, t.checksum, nullptr, t.place));
-    return;
+void PageIo::ReadRuns(size_t count, const std::function<RunTarget(size_t)>& next, size_t window,
+                      const RunReadFn& read) {
+  const size_t page = store_->page_size();
+  std::vector<RunTarget> runs;
+  runs.reserve(count);
+  const auto page_by_page = [&](size_t i) {
+    const RunTarget& r = runs[i];
+    for (uint32_t k = 0; k < r.pages; ++k) {
+      read(i, k,
+           store_->Read(r.slot + k, r.dst + k * page, page, r.checksums[k], nullptr,
+                        r.first.Next(k)));
+    }
+  };
+  if (count == 0) return;
+  if (count == 1) {
+    runs.push_back(next(0));
+    // One page: through the store's own lanes, as Read reads one.
+    if (runs[0].pages == 1) return page_by_page(0);
   }
   MutexLock lock(&mu_);
-  std::vector<bool> reported(targets.size(), false);
   Status broken = EnsureBatchLocked();
-  if (broken.ok()) {
-    for (size_t j = 0; j < targets.size(); ++j) {
-      const Target& t = targets[j];
-      batch_->AddRead(t.slot, t.dst, t.len, t.checksum, j, t.place);
-    }
-    while (broken.ok() && batch_->outstanding() > 0) {
-      std::vector<SpillCompletion> done;
-      broken = batch_->Wait(1, &done);
-      for (const SpillCompletion& c : done) {
-        reported[c.tag] = true;
-        read(c.tag, c.status);
+  SpillBatch* const batch = broken.ok() ? batch_.get() : nullptr;  // ours while mu_ is held
+  std::vector<bool> reported(count, false);
+  size_t added = 0;         // runs given to the batch
+  size_t queued_bytes = 0;  // of them, queued or in flight
+  const auto queue_more = [&] {
+    while (added < count && (queued_bytes < window || batch->outstanding() == 0)) {
+      const size_t i = added++;
+      if (i == runs.size()) runs.push_back(next(i));
+      const RunTarget& r = runs[i];
+      queued_bytes += r.pages * page;
+      if (r.pages == 1) {
+        batch->AddRead(r.slot, r.dst, page, r.checksums[0], i, r.first);
+      } else {
+        batch->AddReadRun(r.slot, r.pages, r.dst, r.checksums, i, r.first);
       }
+    }
+  };
+  if (broken.ok()) {
+    queue_more();
+    while (broken.ok() && batch->outstanding() > 0) {
+      std::vector<SpillCompletion> done;
+      broken = batch->Wait(1, &done);
+      for (const SpillCompletion& c : done) {
+        const size_t i = c.tag;
+        reported[i] = true;
+        queued_bytes -= runs[i].pages * page;
+        if (!c.status.ok()) {
+          page_by_page(i);
+          continue;
+        }
+        for (uint32_t k = 0; k < runs[i].pages; ++k) read(i, k, Status::Ok());
+      }
+      if (broken.ok()) queue_more();
     }
     if (!broken.ok()) batch_.reset();
   }
-  const Status missing = broken.ok() ? Status::Error("the restore read did not complete") : broken;
-  for (size_t j = 0; j < targets.size(); ++j) {
-    if (!reported[j]) read(j, missing);
+  // A single page, or what a broken queue did not complete: one at a time.
+  for (size_t i = 0; i < count; ++i) {
+    if (i == runs.size()) runs.push_back(next(i));
+    if (!reported[i]) page_by_page(i);
   }
 }
 
@@ -105,10 +139,15 @@ void PageIo::Reset() {
 AlignedBuffer ScratchPool::Take(size_t bytes) {
   {
     MutexLock lock(&mu_);
+    size_t best = free_.size();  // the smallest that holds `bytes`
     for (size_t i = 0; i < free_.size(); ++i) {
-      if (free_[i].size() < bytes) continue;
-      AlignedBuffer b = std::move(free_[i]);
-      free_.erase(free_.begin() + static_cast<ptrdiff_t>(i));
+      if (free_[i].size() >= bytes &&
+          (best == free_.size() || free_[i].size() < free_[best].size()))
+        best = i;
+    }
+    if (best < free_.size()) {
+      AlignedBuffer b = std::move(free_[best]);
+      free_.erase(free_.begin() + static_cast<ptrdiff_t>(best));
       return b;
     }
   }

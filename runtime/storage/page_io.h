@@ -47,18 +47,29 @@ class PageIo {
   // other threads spill in parallel), more through the writer's pipelined
   // batch. Every source is reported, failed ones with why.
   void Write(const std::vector<Source>& sources, const WrittenFn& written);
-  struct Target {
-    uint32_t slot;
-    uint64_t checksum;
-    uint8_t* dst;  // a private buffer of the page size: the engine must not see it
-    size_t len;
-    PagePlace place;  // the one it was written with
+  // Pages of one region in consecutive slots, read with one request.
+  struct RunTarget {
+    uint32_t slot;              // the first page's; page k is in slot + k
+    uint32_t pages;             // 1 or more
+    const uint64_t* checksums;  // one per page
+    uint8_t* dst;               // private, page aligned, pages x the store's page size
+    PagePlace first;            // page k was written as first.Next(k)
   };
-  // Called once per target as its read completes: ok once the bytes are in
-  // dst and verified (the store retried a bad read once), else why not.
-  using ReadFn = std::function<void(size_t index, const Status& status)>;
-  // Reads the pages, as Write writes them.
-  void Read(const std::vector<Target>& targets, const ReadFn& read);
+  // Called once per page of each run as its read completes, with the run's
+  // index and the page's within it: ok once the bytes are in dst and
+  // verified (the store retried a bad read once), else why not.
+  using RunReadFn = std::function<void(size_t run, uint32_t page, const Status& status)>;
+  // Reads `count` runs, each one request (a spill group's pages come back
+  // as one read of up to a MiB, not one read a page): run i is asked of
+  // next(i) when it is queued, in order, while under `window` bytes are
+  // queued or in flight, so its buffer need exist only from then on and
+  // the disk always has a window's worth to read. A run that fails (the
+  // store would bounce it, a page of it stays wrong after its retry, or
+  // the queue broke) is read again a page at a time, so a failure names
+  // the page that is lost. A single page goes through the store's own
+  // lanes (callers on other threads read in parallel).
+  void ReadRuns(size_t count, const std::function<RunTarget(size_t)>& next, size_t window,
+                const RunReadFn& read);
   // Drops the pipeline (before the store is destroyed).
   void Reset();
 
@@ -75,8 +86,8 @@ class ScratchPool {
   // Keeps up to `keep` buffers for reuse; `owner` prefixes the one warning
   // an allocation failure prints ("simulated GPU", "CUDA backend").
   ScratchPool(size_t keep, const char* owner) : keep_(keep), owner_(owner) {}
-  // A page-aligned buffer of at least `bytes`; empty (data() null) when
-  // memory is short.
+  // A page-aligned buffer of at least `bytes` (the smallest kept one that
+  // holds them); empty (data() null) when memory is short.
   AlignedBuffer Take(size_t bytes);
   void Return(AlignedBuffer buffer);
 

@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -98,22 +97,25 @@ TEST(CopyLaneTest, TheHelperCopiesWhileTheCallerGoesOnAndWaitWaitsForIt) {
 
 TEST(CopyLaneTest, PastTheBacklogTheCallerCopiesItself) {
   CopyLane lane(true, "test-copy");
-  const uint8_t src[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  // Copies of a quarter of the backlog each: four fill it.
+  constexpr size_t kLen = CopyLane::kBacklogBytes / 4;
+  std::vector<uint8_t> src(kLen);
+  for (size_t i = 0; i < kLen; ++i) src[i] = static_cast<uint8_t>(i * 13);
   Gate gate;
   const std::thread::id me = std::this_thread::get_id();
-  std::vector<std::thread::id> where(CopyLane::kBacklog + 2);
-  std::vector<std::array<uint8_t, 8>> dst(where.size());  // one each: copies run at once
+  std::vector<std::thread::id> where(1 + 4 + 1);
+  std::vector<std::vector<uint8_t>> dst(where.size(), std::vector<uint8_t>(kLen));  // one each
   std::thread opener;
   {
     CopyLane::Batch batch(lane, true);
-    // The helper holds the first copy; the next kBacklog wait in its queue.
-    batch.Copy(dst[0].data(), src, sizeof(src), [&] {
+    // The helper holds the first copy; the next four wait in its queue.
+    batch.Copy(dst[0].data(), src.data(), kLen, [&] {
       where[0] = std::this_thread::get_id();
       gate.Hold();
     });
     ASSERT_TRUE(gate.AwaitEntered());
     for (size_t i = 1; i < where.size(); ++i) {
-      batch.Copy(dst[i].data(), src, sizeof(src),
+      batch.Copy(dst[i].data(), src.data(), kLen,
                  [&where, i] { where[i] = std::this_thread::get_id(); });
     }
     // The one past the backlog ran here, before Copy returned.
@@ -124,7 +126,7 @@ TEST(CopyLaneTest, PastTheBacklogTheCallerCopiesItself) {
   opener.join();
   EXPECT_NE(where[0], me);
   for (size_t i = 1; i + 1 < where.size(); ++i) EXPECT_NE(where[i], std::thread::id()) << i;
-  for (size_t i = 0; i < dst.size(); ++i) EXPECT_EQ(memcmp(dst[i].data(), src, 8), 0) << i;
+  for (size_t i = 0; i < dst.size(); ++i) EXPECT_EQ(dst[i], src) << i;
 }
 
 TEST(CopyLaneTest, ASecondCallerAndAnUnsharedBatchCopyInline) {

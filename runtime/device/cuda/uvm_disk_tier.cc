@@ -16,13 +16,14 @@
 namespace kvtier::cuda {
 namespace {
 
-// Pages a restore reads at a time (each copied into managed memory as its
-// read completes): their buffers are then reused by the next chunk. At
-// least 32 pages and 16 MiB: the reads of a chunk drain before the next
-// chunk's start, and 32 pages of 64 KiB were one queue of the store's depth,
-// so the disk idled between chunks (kvtier_wait at 0.6x raw reads).
-constexpr size_t kRestoreChunkPages = 32;
-constexpr size_t kRestoreChunkBytes = size_t{16} << 20;
+// What a restore keeps queued or in flight: at least 32 pages and 32 MiB
+// (its runs' buffers; the disk reads them while the pages before are
+// opened and copied).
+constexpr size_t kRestoreWindowPages = 32;
+constexpr size_t kRestoreWindowBytes = size_t{32} << 20;
+// The most a run of pages read with one request holds (a spill group of 16
+// pages of 64 KiB).
+constexpr size_t kRestoreRunBytes = size_t{1} << 20;
 
 // Submissions this thread entered and has not yet left (an exit without an
 // enter, from a call that began before the watch started, is ignored).
@@ -315,10 +316,10 @@ Status UvmDevice::DiscardLocked(const std::vector<PageKey>& pages) {
 }
 
 size_t UvmDevice::RestoreBuffers(size_t page_size) {
-  // A chunk's, and the copies of the chunk before it still queued or
-  // running on the helper when the chunk's reads start.
-  return std::max(kRestoreChunkPages, kRestoreChunkBytes / std::max<size_t>(page_size, 1)) +
-         CopyLane::kBacklog + 1;
+  // A window's, and the copies the helper may still hold of runs before it.
+  page_size = std::max<size_t>(page_size, 1);
+  return std::max(kRestoreWindowPages, kRestoreWindowBytes / page_size) +
+         CopyLane::kBacklogBytes / page_size + 2;
 }
 
 void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
@@ -327,7 +328,6 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
     uint32_t page;
     uint32_t slot;
     uint64_t checksum;
-    AlignedBuffer buffer;
   };
   std::vector<Job> jobs;
   std::array<HostFill, kMaxDevices> fills{};  // each GPU's context and stream
@@ -345,73 +345,99 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
     rec.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
     ++key.first->disk_io;
     ++disk_io_;
-    jobs.push_back({key.first, key.second, rec.disk_slot, rec.checksum, AlignedBuffer()});
+    jobs.push_back({key.first, key.second, rec.disk_slot, rec.checksum});
   }
   if (jobs.empty()) return;
   mu_.Unlock();
   // Into private buffers first: the store verifies each page before a byte
-  // of it reaches memory the GPU can see. In chunks, so the buffers of one
-  // are the next one's. The copies into managed memory are shared with the
-  // lane's helper (below); one page's is made here, at once.
+  // of it reaches memory the GPU can see. Consecutive pages of a region in
+  // consecutive slots (a spill group) are read as one run, into one
+  // buffer, with one request, a window's worth of them in flight: with a
+  // request a 64 KiB page, and chunks of 16 MiB that drained before the
+  // next began, the disk idled (kvtier_wait at 0.6-0.8x raw reads). A
+  // run's buffer is taken as its read is queued and given back once it is
+  // copied.
+  const size_t store_page = store_->page_size();
+  const size_t max_run = std::max<size_t>(1, kRestoreRunBytes / store_page);
+  struct Run {
+    size_t job;  // the first page's
+    uint32_t pages;
+    AlignedBuffer buffer;
+  };
+  std::vector<Run> runs;  // never moved once reading starts: copies hold them
+  std::vector<size_t> zeros;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (jobs[j].slot == kZeroSlot) {
+      zeros.push_back(j);
+      continue;
+    }
+    const Job* last = runs.empty() ? nullptr : &jobs[runs.back().job + runs.back().pages - 1];
+    if (last == &jobs[j] - 1 && last->r == jobs[j].r && last->page + 1 == jobs[j].page &&
+        last->slot + 1 == jobs[j].slot && runs.back().pages < max_run) {
+      ++runs.back().pages;
+    } else {
+      runs.push_back({j, 1, AlignedBuffer()});
+    }
+  }
+  std::vector<uint64_t> checksums(jobs.size());
+  for (size_t j = 0; j < jobs.size(); ++j) checksums[j] = jobs[j].checksum;
+  // The CPU's write of every byte undoes the discard; the page is on the
+  // host until the GPU faults it in or the policy promotes it. The
+  // discarded memory is mapped on the host before its first copy, in one
+  // prefetch per GPU for each window's worth of runs queued, while the
+  // reads before them are in flight: a CPU write would fault it in 4 KiB
+  // at a time through the driver. On an H200, per 2 MiB page: 3.6 ms to
+  // copy into discarded memory, against 0.18 ms to map it (the prefetch
+  // does that work in the call) and 0.34 ms to copy into it.
+  size_t to_map = 0;  // bytes added to the fills and not yet mapped
+  const auto add_to_map = [&](const Job& job, uint32_t pages) {
+    const Region& region = *job.r->region;
+    fills[job.r->device].Add(region.PageAddr(job.page), pages * region.page_size);
+    to_map += pages * region.page_size;
+  };
+  const auto map_added = [&] {
+    for (HostFill& fill : fills) fill.Map(config_.api);
+    to_map = 0;
+  };
+  const size_t window = std::max(kRestoreWindowPages * store_page, kRestoreWindowBytes);
+  // Each run is copied as its read completes, on this thread or the lane's
+  // helper: the copies of one thread could not keep up with a disk of 2
+  // GB/s (a core busy). One page's is made here, at once.
   CopyLane::Batch copies(copies_, /*share=*/jobs.size() > 1);
-  for (size_t from = 0, to = 0; from < jobs.size(); from = to) {
-    size_t chunk_bytes = 0;
-    while (to < jobs.size() &&
-           (to - from < kRestoreChunkPages || chunk_bytes < kRestoreChunkBytes)) {
-      chunk_bytes += jobs[to++].r->region->page_size;
-    }
-    std::vector<PageIo::Target> targets;
-    std::vector<size_t> target_job;
-    for (size_t j = from; j < to; ++j) {
-      if (jobs[j].slot == kZeroSlot) continue;
-      const Region& region = *jobs[j].r->region;
-      jobs[j].buffer = scratch_.Take(region.page_size);
-      if (jobs[j].buffer.data() == nullptr) {
-        StopOnLostPage(*store_, region.id, region.tag, jobs[j].page,
-                       Status::Error("no memory for a buffer to read it into"));
-      }
-      targets.push_back({jobs[j].slot,
-                         jobs[j].checksum,
-                         jobs[j].buffer.data(),
-                         region.page_size,
-                         {region.id, jobs[j].page}});
-      target_job.push_back(j);
-    }
-    // The CPU's write of every byte undoes the discard; the page is on the
-    // host until the GPU faults it in or the policy promotes it. Each page
-    // is copied as its read completes, while the others are in flight, on
-    // this thread or the lane's helper: the copies of one thread could not
-    // keep up with a disk of 2 GB/s (kvtier_wait at 0.7-0.8x raw reads on
-    // the host-memory stand-in, a core busy). The
-    // chunk's discarded memory is mapped on the host before the first copy,
-    // in one prefetch per GPU, while the chunk's other reads are in flight:
-    // a CPU write would fault it in 4 KiB at a time through the driver. On an
-    // H200, per 2 MiB page: 3.6 ms to copy into discarded memory, against
-    // 0.18 ms to map it (the prefetch does that work in the call) and 0.34 ms
-    // to copy into it.
-    for (size_t j = from; j < to; ++j) {
-      const Region& region = *jobs[j].r->region;
-      fills[jobs[j].r->device].Add(region.PageAddr(jobs[j].page), region.page_size);
-    }
-    const auto map_chunk = [&] {
-      for (HostFill& fill : fills) fill.Map(config_.api);
-    };
-    if (!targets.empty()) {
-      page_io_.Read(targets, [&](size_t k, const Status& read) {
-        Job& job = jobs[target_job[k]];
-        const Region& region = *job.r->region;
-        if (!read.ok()) StopOnLostPage(*store_, region.id, region.tag, job.page, read);
-        map_chunk();  // the first time: later calls find nothing left to map
-        copies.Copy(reinterpret_cast<void*>(region.PageAddr(job.page)), job.buffer.data(),
-                    region.page_size, [this, &job] { scratch_.Return(std::move(job.buffer)); });
+  page_io_.ReadRuns(
+      runs.size(),
+      [&](size_t i) {
+        Run& run = runs[i];
+        const Job& first = jobs[run.job];
+        const Region& region = *first.r->region;
+        run.buffer = scratch_.Take(run.pages * region.page_size);
+        if (run.buffer.data() == nullptr) {
+          StopOnLostPage(*store_, region.id, region.tag, first.page,
+                         Status::Error("no memory for a buffer to read it into"));
+        }
+        add_to_map(first, run.pages);
+        if (to_map >= window) map_added();
+        return PageIo::RunTarget{
+            first.slot, run.pages, &checksums[run.job], run.buffer.data(), {region.id, first.page}};
+      },
+      window,
+      [&](size_t i, uint32_t k, const Status& read) {
+        Run& run = runs[i];
+        const Job& first = jobs[run.job];
+        const Region& region = *first.r->region;
+        if (!read.ok()) StopOnLostPage(*store_, region.id, region.tag, first.page + k, read);
+        if (k + 1 < run.pages) return;  // the run's pages land together, in order
+        if (to_map > 0) map_added();    // this run's range among them
+        // A region's pages are contiguous: the run is one copy.
+        copies.Copy(reinterpret_cast<void*>(region.PageAddr(first.page)), run.buffer.data(),
+                    run.pages * region.page_size,
+                    [this, &run] { scratch_.Return(std::move(run.buffer)); });
       });
-    }
-    map_chunk();  // a chunk of pages of zeros only
-    for (size_t j = from; j < to; ++j) {
-      if (jobs[j].slot != kZeroSlot) continue;
-      const Region& region = *jobs[j].r->region;
-      memset(reinterpret_cast<void*>(region.PageAddr(jobs[j].page)), 0, region.page_size);
-    }
+  for (size_t j : zeros) add_to_map(jobs[j], 1);
+  map_added();
+  for (size_t j : zeros) {
+    const Region& region = *jobs[j].r->region;
+    memset(reinterpret_cast<void*>(region.PageAddr(jobs[j].page)), 0, region.page_size);
   }
   copies.Wait();
   mu_.Lock();
