@@ -56,7 +56,8 @@
 //   not written); then, under the lock and only if the page is still
 //   dormant or sealed, the GPU memory is discarded (its contents become
 //   indeterminate and its memory is freed) and the page is kDisk. A
-//   restore reads the page into a private buffer, the store verifies its
+//   restore reads the page into a private buffer (with the pages beside it
+//   in consecutive slots, as one run), the store verifies its
 //   checksum (a page that cannot be read back stops the process: never
 //   hand the engine wrong KV), copies it into the managed page from the
 //   CPU (which undoes the discard; the copies shared with the
