@@ -67,13 +67,16 @@ void CopyLane::HelperLoop() {
   }
 }
 
-CopyLane::Batch::Batch(CopyLane& lane, bool share) : lane_(lane) {
-  bool free = false;
-  shared_ = share && lane.helper_ != nullptr && lane.taken_.compare_exchange_strong(free, true);
-}
-
 void CopyLane::Batch::Copy(void* dst, const void* src, size_t len, std::function<void()> done) {
   Job job{dst, src, len, std::move(done)};
+  if (!tried_) {
+    // Taken now, not when the batch was made: a caller that makes its batch
+    // and then waits (for the disk's pipeline) leaves the helper to others.
+    tried_ = true;
+    bool free = false;
+    shared_ =
+        share_ && lane_.helper_ != nullptr && lane_.taken_.compare_exchange_strong(free, true);
+  }
   if (shared_) {
     MutexLock lock(&lane_.mu_);
     if (lane_.queued_bytes_ < kBacklogBytes) {

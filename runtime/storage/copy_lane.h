@@ -4,11 +4,12 @@
 // discarded range, a punched hole), so the kernel maps and zeroes it under
 // the copy; on one thread those copies, not the disk, set the pace.
 //
-// One caller at a time has the helper (a Batch takes it for its lifetime);
-// a caller that finds it taken, or a lane without a helper (one core),
-// copies inline. The helper never falls more than kBacklogBytes behind the
-// caller: past that the caller copies what it just read itself, while it is
-// still in its cache.
+// One caller at a time has the helper (a Batch takes it at its first copy,
+// for the rest of its life); a caller that finds it taken, or a lane
+// without a helper (one core), copies inline. The helper falls behind the
+// caller by at most kBacklogBytes (plus the copy that crossed it and the
+// one it is making): past that the caller copies what it just read itself,
+// while it is still in its cache.
 //
 // The helper is a kvtier thread started with every asynchronous signal
 // blocked; a fork child has none (AbandonInForkChild; its Batches copy
@@ -51,9 +52,9 @@ class CopyLane {
   // when Wait returns (the destructor waits too).
   class Batch {
    public:
-    // Takes the helper when `share` and it is free; else every copy runs
-    // inline.
-    Batch(CopyLane& lane, bool share);
+    // With `share`, the first copy takes the helper if it is free; else
+    // every copy runs inline.
+    Batch(CopyLane& lane, bool share) : lane_(lane), share_(share) {}
     ~Batch();  // waits, and gives the helper back
     Batch(const Batch&) = delete;
     Batch& operator=(const Batch&) = delete;
@@ -70,6 +71,8 @@ class CopyLane {
 
    private:
     CopyLane& lane_;
+    bool share_;           // may take the helper
+    bool tried_ = false;   // the first copy asked for it
     bool shared_ = false;  // holds the helper
   };
 

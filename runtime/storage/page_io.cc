@@ -116,7 +116,8 @@ void PageIo::ReadRuns(size_t count, const std::function<RunTarget(size_t)>& next
     }
     if (!broken.ok()) batch_.reset();
   }
-  // A single page, or what a broken queue did not complete: one at a time.
+  // Without a queue (it could not be made, or it broke), what it did not
+  // complete: one page at a time.
   for (size_t i = 0; i < count; ++i) {
     if (i == runs.size()) runs.push_back(next(i));
     if (!reported[i]) page_by_page(i);
@@ -141,9 +142,9 @@ AlignedBuffer ScratchPool::Take(size_t bytes) {
     MutexLock lock(&mu_);
     size_t best = free_.size();  // the smallest that holds `bytes`
     for (size_t i = 0; i < free_.size(); ++i) {
-      if (free_[i].size() >= bytes &&
-          (best == free_.size() || free_[i].size() < free_[best].size()))
-        best = i;
+      if (free_[i].size() < bytes) continue;
+      if (best == free_.size() || free_[i].size() < free_[best].size()) best = i;
+      if (free_[best].size() == bytes) break;
     }
     if (best < free_.size()) {
       AlignedBuffer b = std::move(free_[best]);

@@ -55,11 +55,11 @@ TEST(CopyLaneTest, EveryCopyLandsOnceWithItsBytes) {
   std::vector<std::atomic<int>> done(kPages);
   {
     CopyLane::Batch batch(lane, /*share=*/true);
-    EXPECT_TRUE(batch.shared());
     for (size_t p = 0; p < kPages; ++p) {
       batch.Copy(&dst[p * kLen], &src[p * kLen], kLen, [&done, p] { done[p].fetch_add(1); });
     }
     batch.Wait();
+    EXPECT_TRUE(batch.shared());
     for (size_t p = 0; p < kPages; ++p) ASSERT_EQ(done[p].load(), 1) << "page " << p;
     EXPECT_EQ(dst, src);
     // The batch goes on after a Wait; its destructor waits too.
@@ -69,8 +69,17 @@ TEST(CopyLaneTest, EveryCopyLandsOnceWithItsBytes) {
   EXPECT_EQ(memcmp(&dst[0], &src[kLen], kLen), 0);
 }
 
+// One byte copied: a batch takes the helper at its first copy.
+void CopyOne(CopyLane::Batch& batch) {
+  static const uint8_t from = 1;
+  static uint8_t to = 0;
+  batch.Copy(&to, &from, 1, [] {});
+  batch.Wait();
+}
+
 TEST(CopyLaneTest, TheHelperCopiesWhileTheCallerGoesOnAndWaitWaitsForIt) {
   CopyLane lane(true, "test-copy");
+  ASSERT_TRUE(lane.has_helper());
   uint8_t src[64], dst[64] = {};
   memset(src, 0x5A, sizeof(src));
   Gate gate;
@@ -134,20 +143,22 @@ TEST(CopyLaneTest, ASecondCallerAndAnUnsharedBatchCopyInline) {
   uint8_t src[16] = {9}, dst[16] = {};
   const std::thread::id me = std::this_thread::get_id();
   CopyLane::Batch first(lane, true);
+  EXPECT_FALSE(first.shared()) << "taken before its first copy";
+  CopyOne(first);
   EXPECT_TRUE(first.shared());
   std::thread::id where;
   {
     CopyLane::Batch second(lane, true);  // the helper is the first's
-    EXPECT_FALSE(second.shared());
     second.Copy(dst, src, sizeof(src), [&] { where = std::this_thread::get_id(); });
     EXPECT_EQ(where, me);
+    EXPECT_FALSE(second.shared());
   }
   where = std::thread::id();
   {
     CopyLane::Batch unshared(lane, false);
-    EXPECT_FALSE(unshared.shared());
     unshared.Copy(dst, src, sizeof(src), [&] { where = std::this_thread::get_id(); });
     EXPECT_EQ(where, me);
+    EXPECT_FALSE(unshared.shared());
   }
   first.Wait();
   EXPECT_EQ(dst[0], 9);
@@ -155,8 +166,13 @@ TEST(CopyLaneTest, ASecondCallerAndAnUnsharedBatchCopyInline) {
 
 TEST(CopyLaneTest, TheHelperIsFreeAgainWhenABatchEnds) {
   CopyLane lane(true, "test-copy");
-  { CopyLane::Batch batch(lane, true); }
+  {
+    CopyLane::Batch batch(lane, true);
+    CopyOne(batch);
+    EXPECT_TRUE(batch.shared());
+  }
   CopyLane::Batch again(lane, true);
+  CopyOne(again);
   EXPECT_TRUE(again.shared());
 }
 
@@ -166,10 +182,10 @@ TEST(CopyLaneTest, ALaneWithoutAHelperCopiesInline) {
   uint8_t src[32], dst[32] = {};
   memset(src, 0x33, sizeof(src));
   CopyLane::Batch batch(lane, true);
-  EXPECT_FALSE(batch.shared());
   std::thread::id where;
   batch.Copy(dst, src, sizeof(src), [&] { where = std::this_thread::get_id(); });
   EXPECT_EQ(where, std::this_thread::get_id());
+  EXPECT_FALSE(batch.shared());
   EXPECT_EQ(memcmp(dst, src, sizeof(src)), 0);
 }
 

@@ -198,7 +198,10 @@ Status UvmDevice::Usable() const {
   return Status::Ok();
 }
 
-void UvmDevice::AfterForkInChild() { forked_.store(true); }
+void UvmDevice::AfterForkInChild() {
+  forked_.store(true);
+  copies_.AbandonInForkChild();  // its helper is not in this process
+}
 
 uint64_t UvmDevice::resident_bytes() const {
   return resident_bytes_.load(std::memory_order_relaxed);

@@ -71,8 +71,10 @@
 // mutex guards the region map, the resident lists, the gate's state and
 // every residency change; moves and discards hold it across their stream
 // wait (a page move, tens of microseconds); disk I/O never runs under it
-// (page_io_'s lock is taken with mu_ released; copies_'s, inside a read's
-// callback, after page_io_'s). DeviceEvents are called with no lock held.
+// (page_io_'s lock is taken with mu_ released, and held for a restore's
+// whole read; copies_'s inside a read's callback, after page_io_'s, and
+// after mu_ when a restore's copy batch ends). DeviceEvents are called with
+// no lock held.
 #pragma once
 
 #include <atomic>
@@ -238,7 +240,8 @@ class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
   bool GatedLocked(const PageRecord& rec) const REQUIRES(mu_);
   // Brings kDisk pages that are not in flight back to the host.
   void RestoreLocked(const std::vector<PageKey>& pages) REQUIRES(mu_);
-  // The private buffers a restore's chunk of pages of `page_size` reads into.
+  // The private buffers a restore keeps for pages of `page_size`: a window
+  // of reads in flight and the copies behind them.
   static size_t RestoreBuffers(size_t page_size);
   // Restores kDisk pages of [first, first+count) until none is left.
   void RestoreRangeLocked(UvmRegion& r, uint32_t first, uint32_t count) REQUIRES(mu_);

@@ -371,8 +371,9 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
       zeros.push_back(j);
       continue;
     }
-    const Job* last = runs.empty() ? nullptr : &jobs[runs.back().job + runs.back().pages - 1];
-    if (last == &jobs[j] - 1 && last->r == jobs[j].r && last->page + 1 == jobs[j].page &&
+    const bool next_job = !runs.empty() && runs.back().job + runs.back().pages == j;
+    const Job* last = next_job ? &jobs[j - 1] : nullptr;
+    if (last != nullptr && last->r == jobs[j].r && last->page + 1 == jobs[j].page &&
         last->slot + 1 == jobs[j].slot && runs.back().pages < max_run) {
       ++runs.back().pages;
     } else {
@@ -384,12 +385,15 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
   // The CPU's write of every byte undoes the discard; the page is on the
   // host until the GPU faults it in or the policy promotes it. The
   // discarded memory is mapped on the host before its first copy, in one
-  // prefetch per GPU for each window's worth of runs queued, while the
-  // reads before them are in flight: a CPU write would fault it in 4 KiB
-  // at a time through the driver. On an H200, per 2 MiB page: 3.6 ms to
+  // prefetch per GPU for about a window's worth of runs (those queued when
+  // the first of them lands, or a window's worth queued), while the reads
+  // are in flight: a CPU write would fault it in 4 KiB at a time through
+  // the driver. On an H200, per 2 MiB page: 3.6 ms to
   // copy into discarded memory, against 0.18 ms to map it (the prefetch
   // does that work in the call) and 0.34 ms to copy into it.
   size_t to_map = 0;  // bytes added to the fills and not yet mapped
+  size_t queued = 0;  // runs asked for by the reads
+  size_t mapped = 0;  // runs[0, mapped) are mapped
   const auto add_to_map = [&](const Job& job, uint32_t pages) {
     const Region& region = *job.r->region;
     fills[job.r->device].Add(region.PageAddr(job.page), pages * region.page_size);
@@ -398,6 +402,7 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
   const auto map_added = [&] {
     for (HostFill& fill : fills) fill.Map(config_.api);
     to_map = 0;
+    mapped = queued;
   };
   const size_t window = std::max(kRestoreWindowPages * store_page, kRestoreWindowBytes);
   // Each run is copied as its read completes, on this thread or the lane's
@@ -416,6 +421,7 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
                          Status::Error("no memory for a buffer to read it into"));
         }
         add_to_map(first, run.pages);
+        queued = i + 1;
         if (to_map >= window) map_added();
         return PageIo::RunTarget{
             first.slot, run.pages, &checksums[run.job], run.buffer.data(), {region.id, first.page}};
@@ -427,7 +433,7 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
         const Region& region = *first.r->region;
         if (!read.ok()) StopOnLostPage(*store_, region.id, region.tag, first.page + k, read);
         if (k + 1 < run.pages) return;  // the run's pages land together, in order
-        if (to_map > 0) map_added();    // this run's range among them
+        if (i >= mapped) map_added();   // this run's range among them
         // A region's pages are contiguous: the run is one copy.
         copies.Copy(reinterpret_cast<void*>(region.PageAddr(first.page)), run.buffer.data(),
                     run.pages * region.page_size,
