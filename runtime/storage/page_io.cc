@@ -75,7 +75,8 @@ void PageIo::ReadRuns(size_t count, const std::function<RunTarget(size_t)>& next
   if (count == 0) return;
   if (count == 1) {
     runs.push_back(next(0));
-    // One page: through the store's own lanes, as Read reads one.
+    // One page: through the store's own lanes, without the pipeline's lock
+    // (restores of single pages on other threads go at once).
     if (runs[0].pages == 1) return page_by_page(0);
   }
   MutexLock lock(&mu_);

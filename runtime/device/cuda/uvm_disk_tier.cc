@@ -388,9 +388,9 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
   // prefetch per GPU for about a window's worth of runs (those queued when
   // the first of them lands, or a window's worth queued), while the reads
   // are in flight: a CPU write would fault it in 4 KiB at a time through
-  // the driver. On an H200, per 2 MiB page: 3.6 ms to
-  // copy into discarded memory, against 0.18 ms to map it (the prefetch
-  // does that work in the call) and 0.34 ms to copy into it.
+  // the driver. On an H200, per 2 MiB page: 3.6 ms to copy into discarded
+  // memory, against 0.18 ms to map it (the prefetch does that work in the
+  // call) and 0.34 ms to copy into it.
   size_t to_map = 0;  // bytes added to the fills and not yet mapped
   size_t queued = 0;  // runs asked for by the reads
   size_t mapped = 0;  // runs[0, mapped) are mapped
