@@ -327,9 +327,9 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
     UvmRegion* r;
     uint32_t page;
     uint32_t slot;
-    uint64_t checksum;
   };
   std::vector<Job> jobs;
+  std::vector<uint64_t> checksums;            // jobs[j]'s, in a run's order for the store
   std::array<HostFill, kMaxDevices> fills{};  // each GPU's context and stream
   for (const PageKey& key : pages) {
     const DeviceState& d = devices_[key.first->device];  // ready since the region's creation
@@ -345,7 +345,8 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
     rec.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
     ++key.first->disk_io;
     ++disk_io_;
-    jobs.push_back({key.first, key.second, rec.disk_slot, rec.checksum});
+    jobs.push_back({key.first, key.second, rec.disk_slot});
+    checksums.push_back(rec.checksum);
   }
   if (jobs.empty()) return;
   mu_.Unlock();
@@ -380,8 +381,6 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
       runs.push_back({j, 1, AlignedBuffer()});
     }
   }
-  std::vector<uint64_t> checksums(jobs.size());
-  for (size_t j = 0; j < jobs.size(); ++j) checksums[j] = jobs[j].checksum;
   // The CPU's write of every byte undoes the discard; the page is on the
   // host until the GPU faults it in or the policy promotes it. The
   // discarded memory is mapped on the host before its first copy, in one
