@@ -61,6 +61,7 @@ class FaultQueue final : public IoQueue {
           after.fault = Fault::kDiskBitFlip;
         }
       } else {
+        if (env_->ReadBreaksQueue()) broken_ = true;
         if (Fail(r, Fault::kReadIoError, -EIO)) continue;
         if (env_->Fires(Fault::kReadBitFlip)) after.fault = Fault::kReadBitFlip;
       }
@@ -76,7 +77,7 @@ class FaultQueue final : public IoQueue {
   }
 
   Status Wait(size_t min, std::vector<IoCompletion>* out) override {
-    if (env_->queues_broken()) return Status::Error("I/O queue broken (injected)");
+    if (broken_ || env_->queues_broken()) return Status::Error("I/O queue broken (injected)");
     size_t have = synthetic_.size();
     out->insert(out->end(), synthetic_.begin(), synthetic_.end());
     synthetic_.clear();
@@ -138,9 +139,17 @@ class FaultQueue final : public IoQueue {
   std::vector<IoCompletion> synthetic_;
   std::unordered_map<uint64_t, After> after_;
   size_t in_flight_ = 0;  // submitted, not yet returned by Wait
+  bool broken_ = false;   // FaultEnv::BreakQueueAtRead took this queue
 };
 
 }  // namespace
+
+bool FaultEnv::ReadBreaksQueue() {
+  int n = break_at_read_.load();
+  while (n > 0 && !break_at_read_.compare_exchange_weak(n, n - 1)) {
+  }
+  return n == 1;
+}
 
 void FaultEnv::NoteRequest(const IoRequest& r) {
   const int k = r.kind == IoKind::kRead ? 0 : 1;

@@ -8,7 +8,8 @@
 //   fallocate: ENOSPC
 //   any request: completes only after the slow-device delay
 // Open/io_uring refusals (RefuseTmpfile/Direct/Uring) exercise the fallbacks;
-// BreakQueues makes every Wait fail, as a broken io_uring would.
+// BreakQueues makes every Wait fail, as a broken io_uring would;
+// BreakQueueAtRead breaks only the queue of one read.
 //
 // Thread-safety: every method may be called from any thread (rules are under
 // a mutex). Queues must have distinct user_data among requests in flight.
@@ -83,6 +84,15 @@ class FaultEnv final : public Env {
   // in flight never completes for the caller.
   void BreakQueues(bool on) { break_queues_.store(on); }
   bool queues_broken() const { return break_queues_.load(); }
+  // The queue that submits the n-th read from now (n >= 1) breaks: its
+  // next Wait and every later one fail, and what it has in flight never
+  // completes for its caller (the requests still run, and its destruction
+  // waits for them, as an io_uring's would); other queues go on.
+  void BreakQueueAtRead(int n) { break_at_read_.store(n); }
+  // Whether a break so armed is still to come.
+  bool queue_break_armed() const { return break_at_read_.load() > 0; }
+  // Counts a read down to that break: true for the n-th.
+  bool ReadBreaksQueue();
   // Switches NowNanos to a manual clock (tests of backoff never sleep).
   void SetClock(uint64_t ns);
   void AdvanceClock(uint64_t ns) { clock_ns_.fetch_add(ns); }
@@ -138,6 +148,7 @@ class FaultEnv final : public Env {
   int held_ GUARDED_BY(hold_mu_) = 0;
   std::atomic<bool> refuse_tmpfile_{false}, refuse_direct_{false}, refuse_uring_{false};
   std::atomic<bool> break_queues_{false};
+  std::atomic<int> break_at_read_{0};  // 0: none armed
   std::atomic<bool> manual_clock_{false};
   std::atomic<uint64_t> clock_ns_{0};
   std::atomic<uint64_t> max_in_flight_{0};

@@ -18,7 +18,25 @@ class UringQueue final : public IoQueue {
  public:
   explicit UringQueue(unsigned depth) : depth_(depth) {}
   ~UringQueue() override {
-    if (ready_) io_uring_queue_exit(&ring_);
+    if (!ready_) return;
+    // A request in flight lands in its buffer even after the ring is gone
+    // (the kernel ends the ring's requests in the background): dropped with
+    // requests in flight (its caller's queue broke), the queue waits them
+    // out, so that no buffer is written after its owner read it again or
+    // gave it back. Not in a fork child: the ring's completions are the
+    // parent's, and the parent may reap them first. Only once every
+    // prepared request is surely submitted (each then completes).
+    bool wait = in_flight_ > 0 && getpid() == owner_;
+    if (wait) wait = io_uring_submit(&ring_) >= 0 && io_uring_sq_ready(&ring_) == 0;
+    while (wait && in_flight_ > 0) {
+      struct io_uring_cqe* cqe;
+      const int rc = io_uring_wait_cqe(&ring_, &cqe);
+      if (rc == -EINTR || rc == -EAGAIN) continue;
+      if (rc < 0) break;  // nothing more can be learned from this ring
+      if (io_uring_cqe_get_data64(cqe) != kWakeTag) --in_flight_;
+      io_uring_cqe_seen(&ring_, cqe);
+    }
+    io_uring_queue_exit(&ring_);
   }
 
   Status Init() {
@@ -31,6 +49,7 @@ class UringQueue final : public IoQueue {
     if (rc == -EINVAL) rc = io_uring_queue_init(depth_ + 1, &ring_, 0);
     if (rc < 0) return Status::Errorf("io_uring_queue_init(%u entries): %s", depth_, strerror(-rc));
     ready_ = true;
+    owner_ = getpid();
     return Status::Ok();
   }
 
@@ -74,6 +93,7 @@ class UringQueue final : public IoQueue {
         }
       }
       io_uring_sqe_set_data64(sqe, r.user_data);
+      ++in_flight_;  // flushed below, or by the next Submit or ArmWake
     }
     return Flush();
   }
@@ -96,6 +116,7 @@ class UringQueue final : public IoQueue {
         } else {
           out->push_back({io_uring_cqe_get_data64(cqe), cqe->res});
           ++got;
+          --in_flight_;
         }
         ++seen;
       }
@@ -149,9 +170,11 @@ class UringQueue final : public IoQueue {
 
   const unsigned depth_;
   int wake_fd_ = -1;
-  bool woken_ = false;  // the wake descriptor fired since a blocking Wait returned
+  bool woken_ = false;    // the wake descriptor fired since a blocking Wait returned
+  size_t in_flight_ = 0;  // requests prepared and not yet reaped (not the wake poll)
   struct io_uring ring_ = {};
   bool ready_ = false;
+  pid_t owner_ = 0;  // the process that made the ring
 };
 
 // Runs each request to completion inside Submit. Loops over partial

@@ -2,12 +2,15 @@
 // whole and verified, with at most a window's worth queued (each run's
 // target asked for only then), and a run whose read stays wrong is read
 // again a page at a time, so every page is reported once, and only a page
-// that is really lost reports an error.
+// that is really lost reports an error; a queue that breaks mid-way has
+// what it did not complete read page by page, and the next read gets a new
+// queue.
 #include "runtime/storage/page_io.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -57,7 +60,9 @@ class PageIoTest : public ::testing::Test {
   // Reads the pages back as runs of kRun, `window` bytes at a time; what
   // each page reported, and the most bytes of targets asked for and not yet
   // fully reported at once.
-  std::map<uint32_t, std::vector<Status>> ReadBack(size_t window, size_t* most_open) {
+  std::map<uint32_t, std::vector<Status>> ReadBack(
+      size_t window, size_t* most_open,
+      const std::function<void(size_t, uint32_t)>& on_page = nullptr) {
     std::map<uint32_t, std::vector<Status>> got;
     size_t open = 0;
     *most_open = 0;
@@ -74,6 +79,7 @@ class PageIoTest : public ::testing::Test {
         [&](size_t i, uint32_t k, const Status& status) {
           got[static_cast<uint32_t>(i) * kRun + k].push_back(status);
           if (k + 1 == kRun) open -= kRun * kTestPage;
+          if (on_page) on_page(i, k);
         });
     return got;
   }
@@ -125,6 +131,37 @@ TEST_F(PageIoTest, ARunThatStaysWrongIsReadAgainPageByPage) {
     ASSERT_EQ(got.at(p).size(), 1u) << "page " << p;
     EXPECT_FALSE(got.at(p)[0].ok()) << "page " << p;
   }
+}
+
+TEST_F(PageIoTest, AQueueThatBreaksMidWayHasWhatItDidNotCompleteReadPageByPage) {
+  // Once the first run is back, the queue breaks at the next read it takes:
+  // the runs it has in flight then never come back through it. ReadRuns
+  // reads them, and the runs after, page by page (the store's own lanes).
+  const uint64_t reads = env_.requests(IoKind::kRead);
+  size_t most_open = 0;
+  auto got = ReadBack(2 * kRun * kTestPage, &most_open, [&](size_t i, uint32_t k) {
+    if (i == 0 && k + 1 == kRun) env_.BreakQueueAtRead(1);
+  });
+  EXPECT_FALSE(env_.queue_break_armed()) << "no queue took the break";
+  ASSERT_EQ(got.size(), kPages);
+  for (uint32_t p = 0; p < kPages; ++p) {
+    ASSERT_EQ(got.at(p).size(), 1u) << "page " << p;
+    EXPECT_TRUE(got.at(p)[0].ok()) << "page " << p << ": " << got.at(p)[0].message();
+    EXPECT_EQ(memcmp(dst_.data() + p * kTestPage, pages_[p].data(), kTestPage), 0) << p;
+  }
+  // At most four runs through the queue (the first, one in flight with it,
+  // the two queued after it came back); at least the last two runs, which
+  // it never took, a page at a time.
+  const uint64_t after_break = env_.requests(IoKind::kRead) - reads;
+  EXPECT_GE(after_break, 1 + 2 * kRun) << "no run was read page by page";
+  EXPECT_LE(after_break, 4 + 4 * kRun);
+
+  // The next read back gets a new queue: runs again.
+  const uint64_t before = env_.requests(IoKind::kRead);
+  got = ReadBack(2 * kRun * kTestPage, &most_open);
+  ASSERT_EQ(got.size(), kPages);
+  for (uint32_t p = 0; p < kPages; ++p) EXPECT_TRUE(got.at(p)[0].ok()) << p;
+  EXPECT_EQ(env_.requests(IoKind::kRead) - before, kPages / kRun);
 }
 
 }  // namespace

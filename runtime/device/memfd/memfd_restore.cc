@@ -966,10 +966,13 @@ void MemfdDevice::RestoreLoop() {
       Status broken = batch->WaitAny(&done);
       if (!broken.ok()) {
         // The queue broke: reads it did not complete are read page by page
-        // (copies are dropped), and the next ones get a new queue.
+        // (copies are dropped), and the next ones get a new queue. Dropped
+        // first: that waits out its reads still in flight, which would
+        // otherwise land in their chunks after the page-by-page reads.
         Log(0, "simulated GPU: restore pipeline: %s", broken.message().c_str());
         std::vector<bool> reported(ops.size(), false);
         for (const SpillCompletion& c : done) reported[c.tag] = true;
+        batch.reset();
         for (size_t i = 0; i < ops.size(); ++i) {
           Op& op = ops[i];
           if (op.kind == Op::Kind::kFree || reported[i]) continue;
@@ -983,7 +986,6 @@ void MemfdDevice::RestoreLoop() {
             done.push_back(read_page_by_page(op, i));
           }
         }
-        batch.reset();
         Result<std::unique_ptr<SpillBatch>> again = store_->NewBatch(static_cast<unsigned>(depth));
         if (again.ok()) batch = std::move(again).value();
         if (batch && restore_wake_fd_ >= 0) (void)batch->SetWakeFd(restore_wake_fd_);
