@@ -24,11 +24,9 @@ class UringQueue final : public IoQueue {
     // requests in flight (its caller's queue broke), the queue waits them
     // out, so that no buffer is written after its owner read it again or
     // gave it back. Not in a fork child: the ring's completions are the
-    // parent's, and the parent may reap them first. Only once every
-    // prepared request is surely submitted (each then completes).
-    bool wait = in_flight_ > 0 && getpid() == owner_;
-    if (wait) wait = io_uring_submit(&ring_) >= 0 && io_uring_sq_ready(&ring_) == 0;
-    while (wait && in_flight_ > 0) {
+    // parent's, and the parent may reap them first. (Requests prepared and
+    // never submitted are dropped with the ring.)
+    while (in_flight_ > 0 && getpid() == owner_) {
       struct io_uring_cqe* cqe;
       const int rc = io_uring_wait_cqe(&ring_, &cqe);
       if (rc == -EINTR || rc == -EAGAIN) continue;
@@ -93,7 +91,7 @@ class UringQueue final : public IoQueue {
         }
       }
       io_uring_sqe_set_data64(sqe, r.user_data);
-      ++in_flight_;  // flushed below, or by the next Submit or ArmWake
+      ++unsubmitted_;
     }
     return Flush();
   }
@@ -116,7 +114,7 @@ class UringQueue final : public IoQueue {
         } else {
           out->push_back({io_uring_cqe_get_data64(cqe), cqe->res});
           ++got;
-          --in_flight_;
+          if (in_flight_ > 0) --in_flight_;  // never below: fewer may be counted
         }
         ++seen;
       }
@@ -147,7 +145,16 @@ class UringQueue final : public IoQueue {
   Status Flush() {
     for (;;) {
       int rc = io_uring_submit(&ring_);
-      if (rc >= 0) return Status::Ok();
+      if (rc >= 0) {
+        // What the kernel took of the prepared requests is in flight (any
+        // left in the ring are the last prepared, or the wake poll: then
+        // fewer are counted, and the destructor waits for fewer).
+        const size_t left = io_uring_sq_ready(&ring_);
+        const size_t sent = unsubmitted_ > left ? unsubmitted_ - left : 0;
+        in_flight_ += sent;
+        unsubmitted_ -= sent;
+        return Status::Ok();
+      }
       if (rc != -EINTR && rc != -EAGAIN)
         return Status::Errorf("io_uring_submit: %s", strerror(-rc));
     }
@@ -170,8 +177,9 @@ class UringQueue final : public IoQueue {
 
   const unsigned depth_;
   int wake_fd_ = -1;
-  bool woken_ = false;    // the wake descriptor fired since a blocking Wait returned
-  size_t in_flight_ = 0;  // requests prepared and not yet reaped (not the wake poll)
+  bool woken_ = false;      // the wake descriptor fired since a blocking Wait returned
+  size_t unsubmitted_ = 0;  // requests prepared, not yet taken by the kernel
+  size_t in_flight_ = 0;    // requests taken by the kernel, not yet reaped (not the wake poll)
   struct io_uring ring_ = {};
   bool ready_ = false;
   pid_t owner_ = 0;  // the process that made the ring
