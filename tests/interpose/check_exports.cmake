@@ -2,7 +2,7 @@
 # imports.
 #   cmake -DNM=nm -DLIB=libkvtier.so -DPROBE=cudart_probe -P check_exports.cmake
 # 1. libkvtier.so defines only CUDA runtime and driver hooks, dlsym, the
-#    heap functions of the host backend and kvtier_* in its dynamic symbol
+#    heap functions and memset of the host backend and kvtier_* in its dynamic symbol
 #    table; runtime hooks with the CUDA 13 ABI
 #    carry @@libcudart.so.13, the others (and every driver hook) no version
 #    at all.
@@ -25,7 +25,7 @@ foreach(line ${lines})
   if(sym MATCHES "^(libcudart\\.so\\.13(@@libcudart\\.so\\.13)?|__bss_start|_edata|_end)$")
     continue()
   endif()
-  if(NOT sym MATCHES "^(cuda[A-Za-z0-9_]+(@@libcudart\\.so\\.13)?|cu[A-Z][A-Za-z0-9_]+|dlsym|kvtier_[a-z_]+|malloc|free|calloc|realloc|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|malloc_usable_size)$")
+  if(NOT sym MATCHES "^(cuda[A-Za-z0-9_]+(@@libcudart\\.so\\.13)?|cu[A-Z][A-Za-z0-9_]+|dlsym|kvtier_[a-z_]+|malloc|free|calloc|realloc|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|malloc_usable_size|memset)$")
     list(APPEND bad "${sym}")
   endif()
 endforeach()

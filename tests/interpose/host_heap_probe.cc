@@ -3,6 +3,7 @@
 //
 //   host_heap_probe [--blocks N] [--block-mib M] [--rounds R] [--threads T] [--bad-frees]
 //                   [--hold]
+//   host_heap_probe --clears N [--block-mib M]
 //
 // Each of T threads allocates N blocks of M MiB through a different function
 // of the malloc family, fills them with a pattern of its own, then reads and
@@ -14,7 +15,8 @@
 // its own; with --bad-frees, a second free of a block and a free of an
 // interior pointer are survived. --hold keeps blocks alive, prints
 // "host_heap_probe: holding" and waits for a line on stdin first (for the
-// tools). Prints "host_heap_probe: OK" and exits 0, or names the first
+// tools). --clears N checks only memset over a block of M MiB (Clears).
+// Prints "host_heap_probe: OK" and exits 0, or names the first
 // difference and exits 1.
 // Thread-safety: each thread owns its blocks.
 #include <malloc.h>
@@ -22,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cinttypes>
 #include <cstdint>
@@ -105,6 +108,52 @@ void Worker(int thread, int blocks, size_t bytes, int rounds) {
   for (void* p : mine) free(p);
 }
 
+// Through a pointer, as a library calls it (a memset right after a malloc
+// may otherwise become a calloc).
+void* (*volatile g_memset)(void*, int, size_t) = memset;
+
+bool AllZero(const uint8_t* p, size_t bytes, const char* what) {
+  for (size_t i = 0; i < bytes; ++i) {
+    if (p[i] != 0) {
+      fprintf(stderr, "host_heap_probe: %s: byte %zu is %u, want 0\n", what, i, p[i]);
+      g_failures.fetch_add(1);
+      return false;
+    }
+  }
+  return true;
+}
+
+// --clears N: a block cleared N times with memset, as an engine clears its
+// KV buffer once it has it; then it reads as zeros where it was never
+// written, a clear with ragged edges over written bytes sets exactly its
+// bytes, and a memset of another value sets it.
+void Clears(size_t bytes, int clears) {
+  auto* block = static_cast<uint8_t*>(malloc(bytes));
+  for (int i = 0; i < clears; ++i) g_memset(block, 0, bytes);
+  AllZero(block, 4096, "cleared block, first page");
+  AllZero(block + bytes / 2, 4096, "cleared block, middle");
+  AllZero(block + bytes - 4096, 4096, "cleared block, last page");
+  constexpr size_t kWritten = 256 << 10, kFrom = 1000, kTo = 200000;
+  Fill(block, kWritten, 5);
+  g_memset(block + kFrom, 0, kTo - kFrom);
+  std::vector<uint8_t> want(kWritten);
+  Fill(want.data(), kWritten, 5);
+  std::fill(want.begin() + kFrom, want.begin() + kTo, 0);
+  if (memcmp(block, want.data(), kWritten) != 0) {
+    fprintf(stderr, "host_heap_probe: a clear of bytes [%zu, %zu) set other bytes\n", kFrom, kTo);
+    g_failures.fetch_add(1);
+  }
+  g_memset(block + bytes - kWritten, 0xab, kWritten);
+  for (size_t i = bytes - kWritten; i < bytes; ++i) {
+    if (block[i] != 0xab) {
+      fprintf(stderr, "host_heap_probe: memset 0xab: byte %zu is %u\n", i, block[i]);
+      g_failures.fetch_add(1);
+      break;
+    }
+  }
+  free(block);
+}
+
 int Flag(int argc, char** argv, const char* name, int fallback) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (strcmp(argv[i], name) == 0) return atoi(argv[i + 1]);
@@ -119,8 +168,15 @@ int main(int argc, char** argv) {
   const size_t bytes = size_t(Flag(argc, argv, "--block-mib", 4)) << 20;
   const int rounds = Flag(argc, argv, "--rounds", 3);
   const int threads = Flag(argc, argv, "--threads", 2);
+  if (const int clears = Flag(argc, argv, "--clears", 0); clears > 0) {
+    Clears(bytes, clears);
+    if (g_failures.load() != 0) return 1;
+    printf("host_heap_probe: OK\n");
+    return 0;
+  }
 
   std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(threads));
   for (int t = 0; t < threads; ++t) pool.emplace_back(Worker, t, blocks, bytes, rounds);
   for (auto& t : pool) t.join();
 

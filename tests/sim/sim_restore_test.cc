@@ -166,6 +166,7 @@ TEST_F(SimDiskTest, APipelineQueueThatBreaksMidRestoreLosesNothing) {
   Region& r = *region;
   for (int round = 0; round < 2; ++round) {
     if (round > 0) {
+      WaitUntilRestorerIdle(*dev);  // round 0's last installs done
       for (uint32_t p = 0; p < kPages; ++p) ASSERT_TRUE(dev->Demote(r, p).ok()) << p;
     }
     SpillAll(*dev, r);

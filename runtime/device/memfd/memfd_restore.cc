@@ -681,11 +681,31 @@ void MemfdDevice::RestoreLoop() {
   };
   std::vector<Op> ops(batch ? batch->depth() : 1);
   // Reads land in chunks of `run_pages` pages of one slab, max_pages in
-  // all, made at the first read (huge pages where the kernel gives them).
+  // all (huge pages where the kernel gives them).
   const uint32_t run_pages = static_cast<uint32_t>(std::clamp<size_t>(max_pages / 8, 1, kMaxRun));
   AlignedBuffer slab;
   bool no_slab = false;  // it could not be made: faults read their pages
   std::vector<uint8_t*> free_chunks;
+  // The slab is made once the store holds a page (so before the first
+  // return, and without the device lock: filling 16 MiB of new memory took
+  // tens of milliseconds here, and made at the first read it held the
+  // first returning session's faults that long).
+  auto make_slab = [&] {
+    if (slab.data() || no_slab) return;
+    Result<AlignedBuffer> made = AlignedBuffer::Allocate(max_pages * page_size);
+    if (made.ok()) {
+      slab = std::move(made).value();
+      for (size_t at = 0; at + run_pages * page_size <= slab.size(); at += run_pages * page_size) {
+        free_chunks.push_back(slab.data() + at);
+      }
+    } else {
+      no_slab = true;
+      Log(0,
+          "simulated GPU: the restore pipeline has no read buffers (%s); faults read "
+          "their pages one at a time",
+          made.status().message().c_str());
+    }
+  };
   size_t busy_pages = 0, copies = 0;
   size_t later_pages = 0;  // of busy_pages, reads of RestoreJob::later jobs
   const size_t max_later = std::max<size_t>(kLaterBytes / page_size, 1);
@@ -767,6 +787,7 @@ void MemfdDevice::RestoreLoop() {
     return installs.busy;
   };
   for (;;) {
+    if (!slab.data() && !no_slab && store_->used_slots() > 0) make_slab();
     std::vector<size_t> started;
     std::vector<Evicted> mapped_evicted;                 // by pages mapped back from host memory
     std::vector<std::pair<RegionPtr, uint32_t>> mapped;  // those pages
@@ -834,22 +855,7 @@ void MemfdDevice::RestoreLoop() {
           ++job.r->disk_io;
           ++restoring_pages_;
         }
-        if (!slab.data() && !no_slab) {
-          Result<AlignedBuffer> made = AlignedBuffer::Allocate(max_pages * page_size);
-          if (made.ok()) {
-            slab = std::move(made).value();
-            for (size_t at = 0; at + run_pages * page_size <= slab.size();
-                 at += run_pages * page_size) {
-              free_chunks.push_back(slab.data() + at);
-            }
-          } else {
-            no_slab = true;
-            Log(0,
-                "simulated GPU: the restore pipeline has no read buffers (%s); faults read "
-                "their pages one at a time",
-                made.status().message().c_str());
-          }
-        }
+        make_slab();  // made already, unless this is the store's first page
         if (no_slab) {
           AbandonRunLocked(*job.r, job.page, 1);
           continue;
