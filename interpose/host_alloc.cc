@@ -408,3 +408,106 @@ KVTIER_HEAP_EXPORT size_t malloc_usable_size(void* p) noexcept {
   const NextHeap* next = Next();
   return next && next->malloc_usable_size ? next->malloc_usable_size(p) : 0;
 }
+
+// memset: a clear of a tiered block leaves its never-touched pages as they
+// are. They read as zeros already; an engine clears its KV buffer once it
+// has it (llama.cpp: hundreds of MiB, GiB for long contexts), and under a
+// small budget every page of it would fault in and leave again as zeros.
+// Every memset of the process comes through here: one compare for a value
+// other than zero or a size below a page, one range compare for the rest,
+// then a tail jump to the C library's. Not in the sanitizer builds, whose
+// runtimes intercept memset themselves.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define KVTIER_HOOK_MEMSET 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define KVTIER_HOOK_MEMSET 0
+#endif
+#endif
+#ifndef KVTIER_HOOK_MEMSET
+#define KVTIER_HOOK_MEMSET 1
+#endif
+
+#if KVTIER_HOOK_MEMSET
+namespace kvtier::interpose {
+namespace {
+
+using MemsetFn = void* (*)(void*, int, size_t) noexcept;
+constinit MemsetFn g_next_memset = nullptr;  // __atomic builtins, as g_next
+[[gnu::tls_model("initial-exec")]] constinit thread_local bool t_memset_resolving = false;
+
+// Until the C library's memset is known, and while this thread looks it up:
+// a byte at a time (volatile stores: the compiler must not make this loop a
+// call to memset).
+KVTIER_NOT_SANITIZED void* MemsetBytes(void* dst, int c, size_t n) noexcept {
+  auto* p = static_cast<volatile unsigned char*>(dst);
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<unsigned char>(c);
+  return dst;
+}
+
+[[gnu::noinline, gnu::cold]] KVTIER_NOT_SANITIZED MemsetFn ResolveMemset() {
+  if (t_memset_resolving) return MemsetBytes;
+  t_memset_resolving = true;
+  MemsetFn next = nullptr;
+  Lookup(&next, "memset");
+  t_memset_resolving = false;
+  if (next == nullptr) return MemsetBytes;
+  __atomic_store_n(&g_next_memset, next, __ATOMIC_RELEASE);
+  return next;
+}
+
+KVTIER_NOT_SANITIZED inline MemsetFn NextMemset() {
+  MemsetFn next = __atomic_load_n(&g_next_memset, __ATOMIC_ACQUIRE);
+  if (next != nullptr) [[likely]]
+    return next;
+  return ResolveMemset();
+}
+
+// Zeros over [dst, dst + n), which starts in the range: whole pages of a
+// block that were never touched (no bytes anywhere: they read as zeros) are
+// skipped, the rest is set. A page being populated meanwhile gets zeros
+// either way; a write racing with the clear races with it in the program.
+[[gnu::noinline]] void* ClearInRange(void* dst, size_t n, MemsetFn next) {
+  Runtime* rt = t_hook_depth == 0 && !t_kvtier_thread ? Runtime::Get() : nullptr;
+  if (rt == nullptr) return next(dst, 0, n);
+  HookScope scope;
+  uintptr_t at = reinterpret_cast<uintptr_t>(dst);
+  const uintptr_t end = at + n;
+  while (at < end) {
+    RegionPtr r = rt->regions().Find(at);
+    if (!r) {  // not in a block (a fork child's plain copy, or a gap)
+      next(reinterpret_cast<void*>(at), 0, end - at);
+      break;
+    }
+    const uintptr_t block_end =
+        std::min<uintptr_t>(end, r->PageAddr(static_cast<uint32_t>(r->pages.size())));
+    uintptr_t set_from = at;  // the start of a run of pages to set
+    while (at < block_end) {
+      const uint32_t p = r->PageOf(at);
+      const uintptr_t page_end = r->PageAddr(p) + r->page_size;
+      const uintptr_t stop = std::min(page_end, block_end);
+      const PageRecord& rec = r->pages[p];
+      const bool zeros = at == r->PageAddr(p) && stop == page_end &&
+                         rec.tier.load(std::memory_order_acquire) == Tier::kUntouched &&
+                         !(rec.flags.load(std::memory_order_acquire) & kPageInFlight);
+      if (zeros) {
+        if (set_from < at) next(reinterpret_cast<void*>(set_from), 0, at - set_from);
+        set_from = stop;
+      }
+      at = stop;
+    }
+    if (set_from < at) next(reinterpret_cast<void*>(set_from), 0, at - set_from);
+  }
+  return dst;
+}
+
+}  // namespace
+}  // namespace kvtier::interpose
+
+KVTIER_HEAP_EXPORT void* memset(void* dst, int c, size_t n) noexcept {
+  const kvtier::interpose::MemsetFn next = kvtier::interpose::NextMemset();
+  if (c != 0 || n < 4096 || !VaRange::Process().Contains(dst)) [[likely]]
+    return next(dst, c, n);
+  return kvtier::interpose::ClearInRange(dst, n, next);
+}
+#endif  // KVTIER_HOOK_MEMSET
