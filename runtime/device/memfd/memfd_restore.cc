@@ -15,9 +15,9 @@
 // neighbours in the region and in the spill file (the store hands out slots
 // next-fit and spills go in page order) are read as one run of up to
 // kMaxRun pages, into a chunk of the pipeline's read buffers (huge pages,
-// kRestoreBytes in all, made at its first read: an O_DIRECT read into the
-// memfd's own pages would pin and populate them page by page, which took
-// two thirds of this thread's time). A verified run is installed with one
+// kRestoreBytes in all, made once the store holds a page: an O_DIRECT read
+// into the memfd's own pages would pin and populate them page by page,
+// which took two thirds of this thread's time). A verified run is installed with one
 // UFFDIO_COPY (after making room as a fault does), which wakes its
 // waiters: an engine thread waits for its own page only, and never sees
 // unverified bytes. The copy, most of a restore's CPU, runs without the
