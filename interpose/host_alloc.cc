@@ -467,10 +467,13 @@ KVTIER_NOT_SANITIZED inline MemsetFn NextMemset() {
 // block that were never touched (no bytes anywhere: they read as zeros) are
 // skipped, the rest is set. A page being populated meanwhile gets zeros
 // either way; a write racing with the clear races with it in the program.
+// Never starts the runtime: a block in the range exists only once it has
+// (a fork child keeps the range, with plain copies, and no runtime yet).
 [[gnu::noinline]] void* ClearInRange(void* dst, size_t n, MemsetFn next) {
-  Runtime* rt = t_hook_depth == 0 && !t_kvtier_thread ? Runtime::Get() : nullptr;
-  if (rt == nullptr) return next(dst, 0, n);
+  if (t_hook_depth != 0 || t_kvtier_thread) return next(dst, 0, n);
   HookScope scope;
+  Runtime* rt = Runtime::IfStarted();
+  if (rt == nullptr) return next(dst, 0, n);
   uintptr_t at = reinterpret_cast<uintptr_t>(dst);
   const uintptr_t end = at + n;
   while (at < end) {
@@ -482,7 +485,8 @@ KVTIER_NOT_SANITIZED inline MemsetFn NextMemset() {
     const uintptr_t block_end =
         std::min<uintptr_t>(end, r->PageAddr(static_cast<uint32_t>(r->pages.size())));
     uintptr_t set_from = at;  // the start of a run of pages to set
-    while (at < block_end) {
+    // A block no longer tracked (degraded) is set whole.
+    while (at < block_end && !r->untracked.load(std::memory_order_acquire)) {
       const uint32_t p = r->PageOf(at);
       const uintptr_t page_end = r->PageAddr(p) + r->page_size;
       const uintptr_t stop = std::min(page_end, block_end);
@@ -496,6 +500,7 @@ KVTIER_NOT_SANITIZED inline MemsetFn NextMemset() {
       }
       at = stop;
     }
+    at = block_end;
     if (set_from < at) next(reinterpret_cast<void*>(set_from), 0, at - set_from);
   }
   return dst;

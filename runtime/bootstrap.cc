@@ -224,6 +224,11 @@ const Options& Runtime::ProcessOptions() {
   return options;
 }
 
+Runtime* Runtime::IfStarted() {
+  return g_init_done.load(std::memory_order_acquire) ? g_runtime.load(std::memory_order_acquire)
+                                                     : nullptr;
+}
+
 Runtime* Runtime::Get() {
   if (g_init_done.load(std::memory_order_acquire)) return g_runtime.load(std::memory_order_acquire);
   MutexLock lock(&g_init_mu);

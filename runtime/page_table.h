@@ -106,6 +106,10 @@ struct Region {
   // can reach it (the CUDA backend): true while its GPU work is sealed off.
   // Null: any host page may be spilled. See MaySpill.
   const std::atomic<bool>* spill_gate = nullptr;
+  // Set by a backend that stopped tracking the region's pages (a degraded
+  // host block, its view no longer registered): a page's record then no
+  // longer says where its bytes are (a never-touched page may hold some).
+  std::atomic<bool> untracked{false};
 
   bool Contains(uintptr_t addr) const { return addr >= base && addr < base + size; }
   uint32_t PageOf(uintptr_t addr) const { return static_cast<uint32_t>((addr - base) / page_size); }

@@ -50,6 +50,9 @@ class Runtime : public DeviceEvents {
   // Returns nullptr when kvtier is off (KVTIER_BACKEND=off, or auto/cuda with
   // no usable device) or failed to start (then it warned once).
   static Runtime* Get();
+  // The runtime if it has started (or failed to), else nullptr; never
+  // starts it (for hooks that only act on blocks a runtime made).
+  static Runtime* IfStarted();
   // The process's options, parsed from the environment on first use (the
   // library constructor calls it so a bad value stops the process at start).
   static const Options& ProcessOptions();

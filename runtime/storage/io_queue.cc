@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <vector>
 
 namespace kvtier {
@@ -25,12 +26,20 @@ class UringQueue final : public IoQueue {
     // out, so that no buffer is written after its owner read it again or
     // gave it back. Not in a fork child: the ring's completions are the
     // parent's, and the parent may reap them first. (Requests prepared and
-    // never submitted are dropped with the ring.)
+    // never submitted are dropped with the ring.) At most kDrainWait: a
+    // device that never answers, or a count one too high (a wake poll the
+    // kernel took in a short submit is counted as a request), must not
+    // hang the caller.
+    const auto deadline = std::chrono::steady_clock::now() + kDrainWait;
     while (in_flight_ > 0 && getpid() == owner_) {
+      const auto left = deadline - std::chrono::steady_clock::now();
+      if (left <= std::chrono::nanoseconds::zero()) break;
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+      struct __kernel_timespec ts = {ns / 1000000000, ns % 1000000000};
       struct io_uring_cqe* cqe;
-      const int rc = io_uring_wait_cqe(&ring_, &cqe);
+      const int rc = io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
       if (rc == -EINTR || rc == -EAGAIN) continue;
-      if (rc < 0) break;  // nothing more can be learned from this ring
+      if (rc < 0) break;  // timed out, or nothing more can be learned from this ring
       if (io_uring_cqe_get_data64(cqe) != kWakeTag) --in_flight_;
       io_uring_cqe_seen(&ring_, cqe);
     }
@@ -162,6 +171,8 @@ class UringQueue final : public IoQueue {
 
   // user_data of the wake descriptor's poll (requests' are lane numbers).
   static constexpr uint64_t kWakeTag = ~uint64_t{0};
+  // The most the destructor waits for requests in flight.
+  static constexpr std::chrono::seconds kDrainWait{2};
 
   Status ArmWake() {
     struct io_uring_sqe* sqe = io_uring_get_sqe(&ring_);

@@ -631,6 +631,7 @@ void MemfdDevice::DegradeLocked(MemfdRegion& r, const Status& why) {
   ++r.disk_io;
   while (r.disk_io != 1) disk_io_done_.Wait(mu_);
   ReadBackSpilledLocked(r);
+  r.region->untracked.store(true, std::memory_order_release);  // before any untracked write
   (void)uffd_.Unregister(reinterpret_cast<uintptr_t>(r.views.engine), r.views.bytes);
   // Its resident pages leave the device's books (they now count as host
   // memory), so the budget stays true for the regions still tiered.
