@@ -23,7 +23,8 @@ TEST(SpillBench, EveryPhaseRunsAndNothingComesBackWrong) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   for (const char* says :
        {"write GB/s", "read GB/s", "restore, tiny device", "fault-in p99 ms",
-        "sim GPU restore: ", "kvtier_wait: ", ", 0 pages wrong after all rounds)",
+        "sim GPU restore: ", "kvtier_wait: ", "of which the install (UFFDIO_COPY",
+        "of which the stand-in's copy", ", 0 pages wrong after all rounds)",
         "PASS: no page lost or handed back wrong", "PASS: every page came back exactly"}) {
     EXPECT_NE(r.out.find(says), std::string::npos) << says << "\n" << r.out;
   }

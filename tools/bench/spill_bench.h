@@ -96,6 +96,7 @@ struct DeviceResult {
   // process's CPU time per GB restored, and how the pages came back.
   std::vector<double> return_gbs, return_cpu_s_per_gb;  // per round
   uint64_t return_faults = 0, return_ahead = 0;
+  double install_gbs = 0;  // InstallOneCoreGbs
 };
 // `raw` (a written raw target) gives a single-page read after each timed
 // touch, so the fault-in and its baseline are sampled at the same time.
@@ -104,6 +105,11 @@ Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src, Target* r
 // that holds it, then touched by DeviceThreads engine threads, --rounds times; adds
 // its rows to `out` (and its wrong pages).
 Status RunReturnPhase(const Args& a, const uint8_t* src, DeviceResult* out);
+// The install step of a restore alone, on one core: verified bytes copied
+// with UFFDIO_COPY into memfd pages that hold none (as a spill leaves them),
+// a page at a time, up to 256 MiB of src; no disk, no faults. GB/s, or 0
+// where userfaultfd cannot run.
+double InstallOneCoreGbs(const Args& a, const uint8_t* src);
 // The process's user + system CPU seconds so far.
 double CpuSeconds();
 // The same path over FaultEnv (write faults at random, read faults one at a
@@ -125,6 +131,9 @@ struct CudaResult {
   std::string driver, io_mode;
   size_t pages = 0, wrong_pages = 0;
   uint64_t restored = 0, stalls = 0;
+  // On the host-memory stand-in: restored bytes copied into discarded
+  // managed memory (freed anonymous memory) on one core, GB/s; 0 on a GPU.
+  double refill_gbs = 0;
 };
 Result<CudaResult> RunCudaPhase(const Args& a, const uint8_t* src, Target* raw);
 
