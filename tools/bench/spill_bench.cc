@@ -263,14 +263,15 @@ void PrintStepOnOneCore(const char* what, double gbs, double raw_read) {
       what, gbs, 1 / gbs, raw_read / gbs, Cores());
 }
 
-void PrintDevice(const Args& a, const DeviceResult& d, double raw_write, double raw_read) {
+void PrintDevice(const Args& a, const DeviceResult& d, double raw_write) {
   printf("\nthrough the simulated GPU: a region of %zu pages, %s, %d fault threads\n", d.pages,
          d.io_mode.c_str(), d.fault_threads);
   printf("%-22s %12s %14s %7s   %s\n", "", "raw O_DIRECT", "sim GPU", "ratio", "target");
   PathRow("spill GB/s", raw_write, Median(d.spill_gbs), "%.2f", "");
+  const double raw_read = Median(d.return_raw_gbs);
   PathRow("restore GB/s", raw_read, Median(d.return_gbs), "%.2f",
           TargetText(">=", kRestoreTarget).c_str());
-  PathRow("restore, tiny device", raw_read, Median(d.restore_gbs), "%.2f", "");
+  PathRow("restore, tiny device", Median(d.restore_raw_gbs), Median(d.restore_gbs), "%.2f", "");
   PathRow("fault-in p50 ms", Percentile(d.raw_ms, 50), Percentile(d.fault_ms, 50), "%.3f", "");
   PathRow("fault-in p99 ms", Percentile(d.raw_ms, 99), Percentile(d.fault_ms, 99), "%.3f",
           TargetText("<=", kLatencyTarget).c_str());
@@ -280,7 +281,8 @@ void PrintDevice(const Args& a, const DeviceResult& d, double raw_write, double 
       "restore = %u engine threads touching every page of the region spilled whole, the "
       "device holding it, as it holds a returning session (of the pages, "
       "%llu waited for by a fault, %llu read ahead of their touch), and through the device of "
-      "%zu pages (tiny device: each install evicts a page); fault-in = one engine thread's touch "
+      "%zu pages (tiny device: each install evicts a page), raw = the raw file read whole right "
+      "before and after each restore; fault-in = one engine thread's touch "
       "of a spilled page, timed by that thread: MISSING fault, read + open (AES-256-GCM tag), "
       "UFFDIO_COPY, %zu samples; raw = one read of the raw file right after each touch; %llu "
       "restores through the tiny device, %zu pages wrong after all rounds)\n",
@@ -293,14 +295,16 @@ void PrintDevice(const Args& a, const DeviceResult& d, double raw_write, double 
                      d.install_gbs, raw_read);
 }
 
-void PrintCuda(const Args& a, const CudaResult& c, double raw_write, double raw_read) {
+void PrintCuda(const Args& a, const CudaResult& c, double raw_write) {
   printf("\nthrough the CUDA backend's disk tier: a managed region of %zu pages, %s, driver: %s\n",
          c.pages, c.io_mode.c_str(), c.driver.c_str());
   printf("%-22s %12s %14s %7s   %s\n", "", "raw O_DIRECT", "CUDA tier", "ratio", "target");
   const std::string restore_target = TargetText(">=", kRestoreTarget);
   PathRow("spill GB/s", raw_write, Median(c.spill_gbs), "%.2f", "");
+  const double raw_read = Median(c.wait_raw_gbs);
   PathRow("kvtier_wait GB/s", raw_read, Median(c.wait_gbs), "%.2f", restore_target.c_str());
-  PathRow("gate restore GB/s", raw_read, Median(c.gate_gbs), "%.2f", restore_target.c_str());
+  PathRow("gate restore GB/s", Median(c.gate_raw_gbs), Median(c.gate_gbs), "%.2f",
+          restore_target.c_str());
   PathRow("page wait p50 ms", Percentile(c.raw_ms, 50), Percentile(c.wait_ms, 50), "%.3f", "");
   PathRow("page wait p99 ms", Percentile(c.raw_ms, 99), Percentile(c.wait_ms, 99), "%.3f", "");
   printf(
@@ -308,7 +312,8 @@ void PrintCuda(const Args& a, const CudaResult& c, double raw_write, double raw_
       "write from managed memory, then discard; kvtier_wait = Restore of every page: read + "
       "open (AES-256-GCM tag) into private buffers, copy into managed memory; gate = the same, "
       "done by the "
-      "first launch after an idle seal, timed from the launch's side; page wait = kvtier_wait "
+      "first launch after an idle seal, timed from the launch's side; raw = the raw file read "
+      "whole right before and after each; page wait = kvtier_wait "
       "of one spilled page, %zu samples, raw = one read of the raw file right after each; %llu "
       "restores, %llu gate stalls, %zu pages wrong after all rounds)\n",
       static_cast<unsigned>(kSpillGroupPages), c.wait_ms.size(),
@@ -321,6 +326,19 @@ void PrintCuda(const Args& a, const CudaResult& c, double raw_write, double raw_
 }
 
 }  // namespace
+
+Status RawBeside::Read() {
+  Result<double> t = raw_->ReadAll();
+  if (!t.ok()) return t.status().Annotate("raw read beside a restore");
+  ++reads_;
+  seconds_ += t.value();
+  return Status::Ok();
+}
+
+double RawBeside::gbs() const {
+  return seconds_ > 0 ? reads_ * static_cast<double>(bytes_) / seconds_ / kGB : 0;
+}
+
 }  // namespace spill
 
 int RunSpillBench(int argc, char** argv) {
@@ -510,18 +528,18 @@ int RunSpillBench(int argc, char** argv) {
   if (a.device) {
     Result<DeviceResult> d = RunDevicePhase(a, src.data, last_raw.get());
     if (d.ok()) {
-      if (Status s = RunReturnPhase(a, src.data, &d.value()); !s.ok()) d = s;
+      if (Status s = RunReturnPhase(a, src.data, last_raw.get(), &d.value()); !s.ok()) d = s;
     }
     if (!d.ok()) {
       fprintf(stderr, "kvtier-bench spill: %s\n", d.status().message().c_str());
       return 1;
     }
-    PrintDevice(a, d.value(), Median(first_fill[kRaw]), Median(rd[kRaw]));
+    PrintDevice(a, d.value(), Median(first_fill[kRaw]));
     fault_p99 = Percentile(d.value().fault_ms, 99);
     raw_p99 = Percentile(d.value().raw_ms, 99);  // sampled beside the faults
     fault_source = "sim GPU fault-in";
     met = met && d.value().wrong_pages == 0 &&
-          Median(d.value().return_gbs) >= kRestoreTarget * Median(rd[kRaw]);
+          Median(d.value().return_gbs) >= kRestoreTarget * Median(d.value().return_raw_gbs);
   }
   if (a.cuda != "off") {
     Result<CudaResult> c = RunCudaPhase(a, src.data, last_raw.get());
@@ -529,16 +547,16 @@ int RunSpillBench(int argc, char** argv) {
       fprintf(stderr, "kvtier-bench spill: %s\n", c.status().message().c_str());
       return 1;
     }
-    PrintCuda(a, c.value(), Median(first_fill[kRaw]), Median(rd[kRaw]));
-    met = met && c.value().wrong_pages == 0;
-    for (const std::vector<double>* gbs : {&c.value().wait_gbs, &c.value().gate_gbs}) {
-      met = met && Median(*gbs) >= kRestoreTarget * Median(rd[kRaw]);
-    }
+    PrintCuda(a, c.value(), Median(first_fill[kRaw]));
+    met = met && c.value().wrong_pages == 0 &&
+          Median(c.value().wait_gbs) >= kRestoreTarget * Median(c.value().wait_raw_gbs) &&
+          Median(c.value().gate_gbs) >= kRestoreTarget * Median(c.value().gate_raw_gbs);
   }
   met = met && fault_p99 <= kLatencyTarget * raw_p99;
   printf(
       "targets (store write and read >= %.2fx raw and >= %.2fx the store in the clear, %s p99 "
-      "<= %.2fx raw read p99, the sim GPU's and the CUDA tier's restores >= %.2fx raw read, "
+      "<= %.2fx raw read p99, the sim GPU's and the CUDA tier's restores >= %.2fx the raw read "
+      "beside them, "
       "where they ran): %s\n",
       kWriteReadTarget, kSealedTarget, fault_source, kLatencyTarget, kRestoreTarget,
       met ? "met" : "MISSED");

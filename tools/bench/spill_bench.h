@@ -76,6 +76,23 @@ bool RunFaultPhase(const Args& a, const uint8_t* src, uint8_t* dst);
 // through Device::SpillPages, as the policy tick does; the first error.
 Status SpillInGroups(Device& device, Region& region, size_t pages, size_t group);
 
+// A restore's baseline: the raw file read whole right before and right
+// after the timed restore, so that it meets the disk of that moment (this
+// virtual disk's speed drifts by 2x within a minute). Call Read() on each
+// side; gbs() is both reads' bytes over their time.
+class RawBeside {
+ public:
+  RawBeside(Target* raw, size_t bytes) : raw_(raw), bytes_(bytes) {}
+  Status Read();
+  double gbs() const;
+
+ private:
+  Target* raw_;
+  size_t bytes_;
+  int reads_ = 0;
+  double seconds_ = 0;
+};
+
 // The simulated GPU's engine and fault threads: --qd, at most 8.
 inline unsigned DeviceThreads(const Args& a) { return std::clamp(a.qd, 1u, 8u); }
 
@@ -86,6 +103,7 @@ inline unsigned DeviceThreads(const Args& a) { return std::clamp(a.qd, 1u, 8u); 
 // --rounds times. Every page is compared with src at the end.
 struct DeviceResult {
   std::vector<double> spill_gbs, restore_gbs;  // per round
+  std::vector<double> restore_raw_gbs;         // per round: RawBeside
   std::vector<double> fault_ms;                // per timed touch
   std::vector<double> raw_ms;                  // a raw read right after each timed touch
   int fault_threads = 0;
@@ -95,6 +113,7 @@ struct DeviceResult {
   // RunReturnPhase: restores into a device that holds the region, the
   // process's CPU time per GB restored, and how the pages came back.
   std::vector<double> return_gbs, return_cpu_s_per_gb;  // per round
+  std::vector<double> return_raw_gbs;                   // per round: RawBeside
   uint64_t return_faults = 0, return_ahead = 0;
   double install_gbs = 0;  // InstallOneCoreGbs
 };
@@ -104,7 +123,7 @@ Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src, Target* r
 // The restore of a returning session: the region spilled whole to a device
 // that holds it, then touched by DeviceThreads engine threads, --rounds times; adds
 // its rows to `out` (and its wrong pages).
-Status RunReturnPhase(const Args& a, const uint8_t* src, DeviceResult* out);
+Status RunReturnPhase(const Args& a, const uint8_t* src, Target* raw, DeviceResult* out);
 // The install step of a restore alone, on one core: verified bytes copied
 // with UFFDIO_COPY into memfd pages that hold none (as a spill leaves them),
 // a page at a time, up to 256 MiB of src; no disk, no faults. GB/s, or 0
@@ -126,6 +145,7 @@ bool RunDeviceFaultPhase(const Args& a, const uint8_t* src);
 // leaves out).
 struct CudaResult {
   std::vector<double> spill_gbs, wait_gbs, gate_gbs;  // per round
+  std::vector<double> wait_raw_gbs, gate_raw_gbs;     // per round: RawBeside
   std::vector<double> wait_cpu_s_per_gb;              // per round: kvtier_wait's CPU
   std::vector<double> wait_ms, raw_ms;                // per single-page wait
   std::string driver, io_mode;

@@ -176,6 +176,8 @@ Result<CudaResult> RunCudaPhase(const Args& a, const uint8_t* src, Target* raw) 
     Result<double> t = rig.SpillAll();
     if (!t.ok()) return t.status().Annotate("CUDA phase");
     out.spill_gbs.push_back(gb / t.value());
+    RawBeside wait_raw(raw, rig.pages * a.page);
+    if (Status s = wait_raw.Read(); !s.ok()) return s.Annotate("CUDA phase");
     double t0 = Now();
     const double cpu0 = CpuSeconds();
     if (Status s = rig.device->Restore(*rig.region, 0, static_cast<uint32_t>(rig.pages)); !s.ok()) {
@@ -183,15 +185,21 @@ Result<CudaResult> RunCudaPhase(const Args& a, const uint8_t* src, Target* raw) 
     }
     out.wait_gbs.push_back(gb / (Now() - t0));
     out.wait_cpu_s_per_gb.push_back((CpuSeconds() - cpu0) / gb);
+    if (Status s = wait_raw.Read(); !s.ok()) return s.Annotate("CUDA phase");
+    out.wait_raw_gbs.push_back(wait_raw.gbs());
     // Sealed: spilled while idle, back before the next launch runs.
     rig.device->CheckIdle();
     if (!rig.device->sealed()) return Status::Error("CUDA phase: the idle process did not seal");
     t = rig.SpillAll();
     if (!t.ok()) return t.status().Annotate("CUDA phase");
+    RawBeside gate_raw(raw, rig.pages * a.page);
+    if (Status s = gate_raw.Read(); !s.ok()) return s.Annotate("CUDA phase");
     t0 = Now();
     rig.device->OnSubmitEnter();
     rig.device->OnSubmitExit();
     out.gate_gbs.push_back(gb / (Now() - t0));
+    if (Status s = gate_raw.Read(); !s.ok()) return s.Annotate("CUDA phase");
+    out.gate_raw_gbs.push_back(gate_raw.gbs());
     // Single pages: kvtier_wait of one spilled page, beside a raw read.
     if (Status s = rig.Dormant(true); !s.ok()) return s;
     t = rig.SpillAll();

@@ -161,7 +161,11 @@ Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src, Target* r
     Result<double> t = rig.SpillAll(kSpillGroupPages);
     if (!t.ok()) return t.status().Annotate("simulated GPU phase");
     out.spill_gbs.push_back(gb / t.value());
+    RawBeside beside(raw, rig.pages * a.page);
+    if (Status s = beside.Read(); !s.ok()) return s.Annotate("simulated GPU phase");
     out.restore_gbs.push_back(gb / rig.TouchAll(DeviceThreads(a)));
+    if (Status s = beside.Read(); !s.ok()) return s.Annotate("simulated GPU phase");
+    out.restore_raw_gbs.push_back(beside.gbs());
     t = rig.SpillAll(kSpillGroupPages);
     if (!t.ok()) return t.status().Annotate("simulated GPU phase");
     // One engine thread touches distinct spilled pages in a random order,
@@ -190,7 +194,7 @@ Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src, Target* r
   return out;
 }
 
-Status RunReturnPhase(const Args& a, const uint8_t* src, DeviceResult* out) {
+Status RunReturnPhase(const Args& a, const uint8_t* src, Target* raw, DeviceResult* out) {
   // A device that holds the whole region, as it holds a returning session:
   // the restore evicts nothing, so it measures the way back alone.
   Rig rig;
@@ -205,11 +209,15 @@ Status RunReturnPhase(const Args& a, const uint8_t* src, DeviceResult* out) {
   for (int round = 0; round < a.rounds; ++round) {
     Result<double> t = rig.SpillAll(kSpillGroupPages);
     if (!t.ok()) return t.status().Annotate("simulated GPU phase (a device that holds the region)");
+    RawBeside beside(raw, rig.pages * a.page);
+    if (Status s = beside.Read(); !s.ok()) return s.Annotate("simulated GPU phase");
     const uint64_t faults0 = Counters::Get(rig.counters.faults);
     const uint64_t ahead0 = Counters::Get(rig.counters.restored_ahead_pages);
     const double cpu0 = CpuSeconds();
     out->return_gbs.push_back(gb / rig.TouchAll(DeviceThreads(a)));
     out->return_cpu_s_per_gb.push_back((CpuSeconds() - cpu0) / gb);
+    if (Status s = beside.Read(); !s.ok()) return s.Annotate("simulated GPU phase");
+    out->return_raw_gbs.push_back(beside.gbs());
     faults += Counters::Get(rig.counters.faults) - faults0;
     ahead += Counters::Get(rig.counters.restored_ahead_pages) - ahead0;
   }
