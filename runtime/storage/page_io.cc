@@ -1,6 +1,7 @@
 // PageIo, IsAllZero and ScratchPool: see page_io.h.
 #include "runtime/storage/page_io.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 
@@ -166,6 +167,23 @@ void ScratchPool::Return(AlignedBuffer buffer) {
   if (buffer.data() == nullptr) return;
   MutexLock lock(&mu_);
   if (free_.size() < keep_) free_.push_back(std::move(buffer));
+}
+
+void ScratchPool::Fill(size_t count, size_t bytes) {
+  count = std::min(count, keep_);
+  while (kept() < count) {
+    // Made outside the lock: filling new memory takes a while.
+    Result<AlignedBuffer> made = AlignedBuffer::Allocate(bytes);
+    if (!made.ok()) return;
+    MutexLock lock(&mu_);
+    if (free_.size() >= count) return;
+    free_.push_back(std::move(made).value());
+  }
+}
+
+size_t ScratchPool::kept() const {
+  MutexLock lock(&mu_);
+  return free_.size();
 }
 
 }  // namespace kvtier

@@ -90,11 +90,16 @@ class ScratchPool {
   // holds them); empty (data() null) when memory is short.
   AlignedBuffer Take(size_t bytes);
   void Return(AlignedBuffer buffer);
+  // Makes buffers of `bytes` until it keeps `count` (at most `keep`), so
+  // that the first restore takes them rather than filling new memory on its
+  // way; stops at the first that cannot be had (Take makes it later).
+  void Fill(size_t count, size_t bytes);
+  size_t kept() const;  // buffers kept for reuse (tests)
 
  private:
   const size_t keep_;
   const char* const owner_;
-  Mutex mu_;
+  mutable Mutex mu_;
   std::vector<AlignedBuffer> free_ GUARDED_BY(mu_);
 };
 

@@ -422,6 +422,28 @@ TEST_F(UvmDiskTierTest, ARestoreMapsDiscardedPagesOnTheHostBeforeCopyingIntoThem
   EXPECT_TRUE(Holds(*r, 4, Seed(r->id, 4)));
 }
 
+TEST_F(UvmDiskTierTest, TheFirstSpillMakesTheReadBuffersTheFirstRestoreTakes) {
+  // Filling new memory is not free: the first returning session takes
+  // buffers made when the first page went to disk, and makes none.
+  Start();
+  RegionPtr r = MakeRegion();
+  EXPECT_EQ(dev_->restore_buffers_kept(), 0u);
+  memset(reinterpret_cast<void*>(r->PageAddr(0)), 0, kPage);  // zeros: nothing written
+  ASSERT_TRUE(dev_->SetDormant(*r, 0, kPages, true).ok());
+  SpillAll(*r, 0, 1);
+  EXPECT_EQ(dev_->restore_buffers_kept(), 0u) << "a spill that wrote nothing made buffers";
+  SpillAll(*r, 1, kPages - 1);
+  const size_t made = dev_->restore_buffers_kept();
+  EXPECT_GE(made, 32u) << "a window of 1 MiB runs in flight";
+  ASSERT_TRUE(dev_->Restore(*r, 0, kPages).ok());
+  EXPECT_EQ(dev_->restore_buffers_kept(), made) << "the restore made buffers of its own";
+  for (uint32_t p = 1; p < kPages; ++p) EXPECT_TRUE(Holds(*r, p, Seed(r->id, p))) << p;
+  // Later spills make no more.
+  ASSERT_TRUE(dev_->SetDormant(*r, 0, kPages, true).ok());
+  SpillAll(*r);
+  EXPECT_EQ(dev_->restore_buffers_kept(), made);
+}
+
 TEST_F(UvmDiskTierTest, DestroyingARegionGivesItsSlotsBackAndOpensTheGate) {
   Start();
   RegionPtr r = MakeRegion();

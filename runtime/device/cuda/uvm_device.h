@@ -179,6 +179,8 @@ class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
   bool sealed() const { return sealed_.load(std::memory_order_acquire); }
   // Whether work submissions are seen (a watch runs or the caller reports).
   bool gating() const { return gating_; }
+  // Read buffers kept for restores (tests).
+  size_t restore_buffers_kept() const { return scratch_.kept(); }
 
   // One maintenance pass now: flush CUPTI (forced), then send pages beyond the
   // capacity back to the host. Tests call it; the thread runs it periodically.
@@ -243,6 +245,10 @@ class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
   // The private buffers a restore keeps for pages of `page_size`: a window
   // of reads in flight and the copies behind them.
   static size_t RestoreBuffers(size_t page_size);
+  // Makes a restore's read buffers (a window's worth of runs and the copies
+  // behind them) once: the first spill that writes calls it, so that the
+  // first returning session does not fill new memory on its way back.
+  void MakeRestoreBuffers();
   // Restores kDisk pages of [first, first+count) until none is left.
   void RestoreRangeLocked(UvmRegion& r, uint32_t first, uint32_t count) REQUIRES(mu_);
   // Opens the gate: unseals and restores every pending page (engine thread).
@@ -278,9 +284,10 @@ class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
   bool gating_ = false;      // submissions are seen (set in Create)
   std::unique_ptr<SubmitWatch> watch_;
   ScratchPool scratch_;
-  CopyLane copies_;                  // restores' copies into managed memory
-  PageIo page_io_;                   // its lock comes before mu_
-  std::atomic<bool> sealed_{false};  // Region::spill_gate of every region
+  std::atomic<bool> restore_buffers_made_{false};  // MakeRestoreBuffers ran
+  CopyLane copies_;                                // restores' copies into managed memory
+  PageIo page_io_;                                 // its lock comes before mu_
+  std::atomic<bool> sealed_{false};                // Region::spill_gate of every region
   // A submission must open the gate first: sealed, being sealed, or woken
   // pages still on disk. Written under mu_, read by every submission.
   std::atomic<bool> closed_{false};

@@ -242,6 +242,7 @@ void UvmDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
     page_io_.Write(sources, [&](size_t k, const Result<SpillSlot>& slot) {
       jobs[source_job[k]].written = slot;
     });
+    MakeRestoreBuffers();
   }
   MutexLock lock(&mu_);
   std::map<CUdevice, std::vector<size_t>> by_device;  // jobs to discard
@@ -320,6 +321,16 @@ size_t UvmDevice::RestoreBuffers(size_t page_size) {
   page_size = std::max<size_t>(page_size, 1);
   return std::max(kRestoreWindowPages, kRestoreWindowBytes / page_size) +
          CopyLane::kBacklogBytes / page_size + 2;
+}
+
+void UvmDevice::MakeRestoreBuffers() {
+  if (restore_buffers_made_.exchange(true, std::memory_order_relaxed)) return;
+  // As RestoreLocked reads: runs of up to kRestoreRunBytes (a page at
+  // least), a window of them in flight, and the copies the lane holds.
+  const size_t page = store_->page_size();
+  const size_t run = std::max<size_t>(1, kRestoreRunBytes / page) * page;
+  const size_t window = std::max(kRestoreWindowPages * page, kRestoreWindowBytes);
+  scratch_.Fill(window / run + CopyLane::kBacklogBytes / run + 2, run);
 }
 
 void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
