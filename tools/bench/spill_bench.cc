@@ -291,7 +291,7 @@ void PrintDevice(const Args& a, const DeviceResult& d, double raw_write) {
       static_cast<unsigned long long>(d.return_ahead), d.device_pages, d.fault_ms.size(),
       static_cast<unsigned long long>(d.restored), d.wrong_pages);
   PrintCoresAtRawSpeed("sim GPU restore", Median(d.return_cpu_s_per_gb), raw_read);
-  PrintStepOnOneCore("of which the install (UFFDIO_COPY into memfd pages a spill left empty)",
+  PrintStepOnOneCore("of which the install (UFFDIO_COPY into memfd pages a spill just punched out)",
                      d.install_gbs, raw_read);
 }
 

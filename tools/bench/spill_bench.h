@@ -125,9 +125,9 @@ Result<DeviceResult> RunDevicePhase(const Args& a, const uint8_t* src, Target* r
 // its rows to `out` (and its wrong pages).
 Status RunReturnPhase(const Args& a, const uint8_t* src, Target* raw, DeviceResult* out);
 // The install step of a restore alone, on one core: verified bytes copied
-// with UFFDIO_COPY into memfd pages that hold none (as a spill leaves them),
-// a page at a time, up to 256 MiB of src; no disk, no faults. GB/s, or 0
-// where userfaultfd cannot run.
+// with UFFDIO_COPY into memfd pages a spill has just punched out, a page at
+// a time, up to 256 MiB of src; no disk, no faults. GB/s, or 0 where
+// userfaultfd cannot run.
 double InstallOneCoreGbs(const Args& a, const uint8_t* src);
 // The process's user + system CPU seconds so far.
 double CpuSeconds();

@@ -5,6 +5,7 @@
 // buffer, UFFDIO_COPY), timed from the toucher's side; and the same path
 // over FaultEnv. Thread-safety: the phases start their own engine threads
 // and join them before returning.
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -133,9 +134,16 @@ double InstallOneCoreGbs(const Args& a, const uint8_t* src) {
   if (!made.ok()) return 0;
   ShmViews views = made.value();
   const auto engine = reinterpret_cast<uintptr_t>(views.engine);
+  // The memory a restore installs into is what spills gave back just before
+  // (this virtual machine gives the host memory that stays free a while,
+  // and takes many times longer to fill memory it must ask for again):
+  // bytes written through the alias, then punched out, as a spill does.
+  memcpy(views.alias, src, bytes);
+  const bool punched = fallocate(views.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                                 static_cast<off_t>(bytes)) == 0;
   bool zeropage = false, protectable = false;
   double gbs = 0;
-  if (uffd.value().Register(engine, bytes, &zeropage, &protectable).ok()) {
+  if (punched && uffd.value().Register(engine, bytes, &zeropage, &protectable).ok()) {
     const double t0 = Now();
     size_t off = 0;
     while (off < bytes && uffd.value().Copy(engine + off, a.page, src + off).ok()) off += a.page;
