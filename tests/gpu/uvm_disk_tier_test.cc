@@ -422,17 +422,29 @@ TEST_F(UvmDiskTierTest, ARestoreMapsDiscardedPagesOnTheHostBeforeCopyingIntoThem
   EXPECT_TRUE(Holds(*r, 4, Seed(r->id, 4)));
 }
 
-TEST_F(UvmDiskTierTest, TheFirstSpillMakesTheReadBuffersTheFirstRestoreTakes) {
+TEST_F(UvmDiskTierTest, TheReadBuffersTheFirstRestoreTakesAreMadeOnceAPageIsOnDisk) {
   // Filling new memory is not free: the first returning session takes
-  // buffers made when the first page went to disk, and makes none.
+  // buffers the maintenance pass made once a page went to disk (not the
+  // spill, which the policy times), and makes none.
   Start();
   RegionPtr r = MakeRegion();
-  EXPECT_EQ(dev_->restore_buffers_kept(), 0u);
+  dev_->Maintain();
+  EXPECT_EQ(dev_->restore_buffers_kept(), 0u) << "made before anything was on disk";
   memset(reinterpret_cast<void*>(r->PageAddr(0)), 0, kPage);  // zeros: nothing written
   ASSERT_TRUE(dev_->SetDormant(*r, 0, kPages, true).ok());
   SpillAll(*r, 0, 1);
+  dev_->Maintain();
   EXPECT_EQ(dev_->restore_buffers_kept(), 0u) << "a spill that wrote nothing made buffers";
+  // A write the disk refuses stores nothing either.
+  env_.SetClock(1'000'000'000);  // the store's backoff runs on a clock the test advances
+  env_.Arm(Fault::kWriteIoError, 1);
+  ASSERT_FALSE(SpillAll(*r, 1, 1)[0].ok());
+  dev_->Maintain();
+  EXPECT_EQ(dev_->restore_buffers_kept(), 0u) << "a spill that failed made buffers";
+  env_.AdvanceClock(1'000'000'000);
   SpillAll(*r, 1, kPages - 1);
+  EXPECT_EQ(dev_->restore_buffers_kept(), 0u) << "the spill made them on its own time";
+  dev_->Maintain();
   const size_t made = dev_->restore_buffers_kept();
   EXPECT_GE(made, 32u) << "a window of 1 MiB runs in flight";
   ASSERT_TRUE(dev_->Restore(*r, 0, kPages).ok());
@@ -441,6 +453,7 @@ TEST_F(UvmDiskTierTest, TheFirstSpillMakesTheReadBuffersTheFirstRestoreTakes) {
   // Later spills make no more.
   ASSERT_TRUE(dev_->SetDormant(*r, 0, kPages, true).ok());
   SpillAll(*r);
+  dev_->Maintain();
   EXPECT_EQ(dev_->restore_buffers_kept(), made);
 }
 

@@ -256,7 +256,10 @@ void PrintCoresAtRawSpeed(const char* what, double cpu_s_per_gb, double raw_read
 // A step of a restore timed alone on one core (the line says what it
 // copies), weighed against the cores it needs at the raw read speed.
 void PrintStepOnOneCore(const char* what, double gbs, double raw_read) {
-  if (gbs <= 0) return;
+  if (gbs <= 0) {
+    printf("%s on one core: not measured (it could not run here)\n", what);
+    return;
+  }
   printf(
       "%s on one core: %.2f GB/s (%.2f s/GB); at the raw read speed it alone needs %.2f of "
       "this machine's %u cores\n",
@@ -320,9 +323,11 @@ void PrintCuda(const Args& a, const CudaResult& c, double raw_write) {
       static_cast<unsigned long long>(c.restored), static_cast<unsigned long long>(c.stalls),
       c.wrong_pages);
   PrintCoresAtRawSpeed("kvtier_wait", Median(c.wait_cpu_s_per_gb), raw_read);
-  PrintStepOnOneCore(
-      "of which the stand-in's copy (into managed memory a discard freed: 4 KiB faults)",
-      c.refill_gbs, raw_read);
+  if (c.stand_in) {
+    PrintStepOnOneCore(
+        "of which the stand-in's copy (into managed memory a discard freed: 4 KiB faults)",
+        c.refill_gbs, raw_read);
+  }
 }
 
 }  // namespace

@@ -151,8 +151,9 @@ struct CudaResult {
   std::string driver, io_mode;
   size_t pages = 0, wrong_pages = 0;
   uint64_t restored = 0, stalls = 0;
-  // On the host-memory stand-in: restored bytes copied into discarded
-  // managed memory (freed anonymous memory) on one core, GB/s; 0 on a GPU.
+  bool stand_in = false;  // the driver is the host-memory stand-in
+  // On the stand-in: RefillOneCoreGbs (spill_cuda.cc), GB/s; 0 where it
+  // could not run.
   double refill_gbs = 0;
 };
 Result<CudaResult> RunCudaPhase(const Args& a, const uint8_t* src, Target* raw);

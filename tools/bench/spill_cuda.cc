@@ -232,6 +232,7 @@ Result<CudaResult> RunCudaPhase(const Args& a, const uint8_t* src, Target* raw) 
   out.io_mode = rig.store->io_mode();
   out.restored = Counters::Get(rig.counters.restored_pages);
   out.stalls = Counters::Get(rig.counters.gate_stalls);
+  out.stand_in = stand_in;
   if (stand_in) out.refill_gbs = RefillOneCoreGbs(a, src);
   return out;
 }

@@ -182,8 +182,10 @@ class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
   // Read buffers kept for restores (tests).
   size_t restore_buffers_kept() const { return scratch_.kept(); }
 
-  // One maintenance pass now: flush CUPTI (forced), then send pages beyond the
-  // capacity back to the host. Tests call it; the thread runs it periodically.
+  // One maintenance pass now: make the restores' read buffers once a spill
+  // wrote a page, seal an idle process, flush CUPTI (forced), then send pages
+  // beyond the capacity back to the host. Tests call it; the thread runs it
+  // periodically.
   void Maintain();
   // Thrashing reports received from the driver.
   uint64_t thrashing_reports() const { return thrashing_.load(std::memory_order_relaxed); }
@@ -246,9 +248,11 @@ class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
   // of reads in flight and the copies behind them.
   static size_t RestoreBuffers(size_t page_size);
   // Makes a restore's read buffers (a window's worth of runs and the copies
-  // behind them) once: the first spill that writes calls it, so that the
-  // first returning session does not fill new memory on its way back.
-  void MakeRestoreBuffers();
+  // behind them: 35 MiB for pages of 64 KiB, 70 MiB for 2 MiB) once a
+  // spill has written a page, on the maintenance thread (Maintain), so that
+  // the first returning session finds them rather than filling new memory
+  // on its way back. They stay for the device's life, as a restore's do.
+  void MakeRestoreBuffers() EXCLUDES(mu_);
   // Restores kDisk pages of [first, first+count) until none is left.
   void RestoreRangeLocked(UvmRegion& r, uint32_t first, uint32_t count) REQUIRES(mu_);
   // Opens the gate: unseals and restores every pending page (engine thread).
@@ -284,6 +288,7 @@ class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
   bool gating_ = false;      // submissions are seen (set in Create)
   std::unique_ptr<SubmitWatch> watch_;
   ScratchPool scratch_;
+  std::atomic<bool> restore_buffers_due_{false};   // a spill wrote a page
   std::atomic<bool> restore_buffers_made_{false};  // MakeRestoreBuffers ran
   CopyLane copies_;                                // restores' copies into managed memory
   PageIo page_io_;                                 // its lock comes before mu_

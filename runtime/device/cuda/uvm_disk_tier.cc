@@ -25,6 +25,16 @@ constexpr size_t kRestoreWindowBytes = size_t{32} << 20;
 // pages of 64 KiB).
 constexpr size_t kRestoreRunBytes = size_t{1} << 20;
 
+// A run's most pages, and the bytes a restore keeps queued or in flight,
+// for pages of `page_size`.
+size_t RestoreRunPages(size_t page_size) {
+  return std::max<size_t>(1, kRestoreRunBytes / std::max<size_t>(page_size, 1));
+}
+size_t RestoreWindowBytes(size_t page_size) {
+  return std::max(kRestoreWindowPages * page_size, kRestoreWindowBytes);
+}
+size_t DivideUp(size_t a, size_t b) { return (a + b - 1) / b; }
+
 // Submissions this thread entered and has not yet left (an exit without an
 // enter, from a call that began before the watch started, is ignored).
 [[gnu::tls_model("initial-exec")]] constinit thread_local int t_submits = 0;
@@ -242,7 +252,12 @@ void UvmDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
     page_io_.Write(sources, [&](size_t k, const Result<SpillSlot>& slot) {
       jobs[source_job[k]].written = slot;
     });
-    MakeRestoreBuffers();
+    // The store holds a page now: the maintenance thread makes the read
+    // buffers its return will take (not here: the policy times its spills).
+    if (!restore_buffers_made_.load(std::memory_order_relaxed) &&
+        std::any_of(jobs.begin(), jobs.end(), [](const Job& j) { return j.written.ok(); })) {
+      restore_buffers_due_.store(true, std::memory_order_relaxed);
+    }
   }
   MutexLock lock(&mu_);
   std::map<CUdevice, std::vector<size_t>> by_device;  // jobs to discard
@@ -319,18 +334,21 @@ Status UvmDevice::DiscardLocked(const std::vector<PageKey>& pages) {
 size_t UvmDevice::RestoreBuffers(size_t page_size) {
   // A window's, and the copies the helper may still hold of runs before it.
   page_size = std::max<size_t>(page_size, 1);
-  return std::max(kRestoreWindowPages, kRestoreWindowBytes / page_size) +
-         CopyLane::kBacklogBytes / page_size + 2;
+  return DivideUp(RestoreWindowBytes(page_size), page_size) +
+         DivideUp(CopyLane::kBacklogBytes, page_size) + 2;
 }
 
 void UvmDevice::MakeRestoreBuffers() {
-  if (restore_buffers_made_.exchange(true, std::memory_order_relaxed)) return;
-  // As RestoreLocked reads: runs of up to kRestoreRunBytes (a page at
-  // least), a window of them in flight, and the copies the lane holds.
+  if (!restore_buffers_due_.exchange(false, std::memory_order_relaxed) ||
+      restore_buffers_made_.exchange(true, std::memory_order_relaxed)) {
+    return;
+  }
+  // As RestoreLocked reads: whole runs in flight, a window of them, and the
+  // copies the lane still holds.
   const size_t page = store_->page_size();
-  const size_t run = std::max<size_t>(1, kRestoreRunBytes / page) * page;
-  const size_t window = std::max(kRestoreWindowPages * page, kRestoreWindowBytes);
-  scratch_.Fill(window / run + CopyLane::kBacklogBytes / run + 2, run);
+  const size_t run = RestoreRunPages(page) * page;
+  scratch_.Fill(
+      DivideUp(RestoreWindowBytes(page), run) + DivideUp(CopyLane::kBacklogBytes, run) + 2, run);
 }
 
 void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
@@ -370,7 +388,7 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
   // run's buffer is taken as its read is queued and given back once it is
   // copied.
   const size_t store_page = store_->page_size();
-  const size_t max_run = std::max<size_t>(1, kRestoreRunBytes / store_page);
+  const size_t max_run = RestoreRunPages(store_page);
   struct Run {
     size_t job;  // the first page's
     uint32_t pages;
@@ -414,7 +432,7 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
     to_map = 0;
     mapped = queued;
   };
-  const size_t window = std::max(kRestoreWindowPages * store_page, kRestoreWindowBytes);
+  const size_t window = RestoreWindowBytes(store_page);
   // Each run is copied as its read completes, on this thread or the lane's
   // helper: the copies of one thread could not keep up with a disk of 2
   // GB/s (a core busy). One page's is made here, at once.

@@ -84,6 +84,7 @@ void UvmDevice::Report(const std::vector<Evicted>& evicted, const std::vector<Fa
 
 void UvmDevice::Maintain() {
   if (forked_.load()) return;
+  MakeRestoreBuffers();
   CheckIdle();
   if (CuptiSource* cupti = cupti_.load(std::memory_order_acquire)) cupti->Flush(/*forced=*/true);
   std::vector<Evicted> evicted;
