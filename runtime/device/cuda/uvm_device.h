@@ -288,11 +288,12 @@ class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
   bool gating_ = false;      // submissions are seen (set in Create)
   std::unique_ptr<SubmitWatch> watch_;
   ScratchPool scratch_;
-  std::atomic<bool> restore_buffers_due_{false};   // a spill wrote a page
-  std::atomic<bool> restore_buffers_made_{false};  // MakeRestoreBuffers ran
-  CopyLane copies_;                                // restores' copies into managed memory
-  PageIo page_io_;                                 // its lock comes before mu_
-  std::atomic<bool> sealed_{false};                // Region::spill_gate of every region
+  // MakeRestoreBuffers' progress: none yet, due (a spill wrote a page), made.
+  enum class Buffers : uint8_t { kNone, kDue, kMade };
+  std::atomic<Buffers> restore_buffers_{Buffers::kNone};
+  CopyLane copies_;                  // restores' copies into managed memory
+  PageIo page_io_;                   // its lock comes before mu_
+  std::atomic<bool> sealed_{false};  // Region::spill_gate of every region
   // A submission must open the gate first: sealed, being sealed, or woken
   // pages still on disk. Written under mu_, read by every submission.
   std::atomic<bool> closed_{false};

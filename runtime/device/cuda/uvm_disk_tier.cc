@@ -254,9 +254,10 @@ void UvmDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> res
     });
     // The store holds a page now: the maintenance thread makes the read
     // buffers its return will take (not here: the policy times its spills).
-    if (!restore_buffers_made_.load(std::memory_order_relaxed) &&
+    Buffers none = Buffers::kNone;
+    if (restore_buffers_.load(std::memory_order_relaxed) == none &&
         std::any_of(jobs.begin(), jobs.end(), [](const Job& j) { return j.written.ok(); })) {
-      restore_buffers_due_.store(true, std::memory_order_relaxed);
+      restore_buffers_.compare_exchange_strong(none, Buffers::kDue, std::memory_order_relaxed);
     }
   }
   MutexLock lock(&mu_);
@@ -339,8 +340,8 @@ size_t UvmDevice::RestoreBuffers(size_t page_size) {
 }
 
 void UvmDevice::MakeRestoreBuffers() {
-  if (!restore_buffers_due_.exchange(false, std::memory_order_relaxed) ||
-      restore_buffers_made_.exchange(true, std::memory_order_relaxed)) {
+  Buffers due = Buffers::kDue;
+  if (!restore_buffers_.compare_exchange_strong(due, Buffers::kMade, std::memory_order_relaxed)) {
     return;
   }
   // As RestoreLocked reads: whole runs in flight, a window of them, and the
