@@ -27,6 +27,7 @@ TEST(SpillBench, EveryPhaseRunsAndNothingComesBackWrong) {
        {"write GB/s", "read GB/s", "restore, tiny device", "fault-in p99 ms",
         "sim GPU restore: ", "kvtier_wait: ", "of which the install (UFFDIO_COPY",
         "of which the stand-in's copy", ", 0 pages wrong after all rounds)",
+        "memory a restore fills (what its spill freed), on one core: freed just before ",
         "PASS: no page lost or handed back wrong", "PASS: every page came back exactly"}) {
     EXPECT_NE(r.out.find(says), std::string::npos) << says << "\n" << r.out;
   }

@@ -1,12 +1,13 @@
 # kvtier-bench multiround's simulator: the model-only device, the engine
-# model, the workload, the compared systems and the reports, and the
-# command-line parser every subcommand uses (bench_args); and the
+# model, the workload, the compared systems and the reports, the
+# command-line parser every subcommand uses (bench_args) and what memory
+# given back costs on this machine (host_memory, spill's); and the
 # --endpoint client. Libraries, so tests/bench links the same code the
 # subcommands run. Included by CMakeLists.txt before it creates
 # kvtier-bench; takes their files out of the subcommand glob.
 set(KVTIER_BENCH_SIM_FILES
-  bench_args.cc engine_model.cc hw_profile.cc kv_backends.cc model_device.cc mr_report.cc
-  svg_plot.cc systems.cc virtual_ticker.cc workload.cc)
+  bench_args.cc engine_model.cc host_memory.cc hw_profile.cc kv_backends.cc model_device.cc
+  mr_report.cc svg_plot.cc systems.cc virtual_ticker.cc workload.cc)
 list(TRANSFORM KVTIER_BENCH_SIM_FILES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
 list(REMOVE_ITEM KVTIER_BENCH_SOURCES ${KVTIER_BENCH_SIM_FILES})
 # The model-only device (model_device.h) lives here, not in runtime/: only

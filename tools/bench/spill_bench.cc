@@ -37,6 +37,7 @@
 #include "runtime/storage/spill_store.h"
 #include "runtime/units.h"
 #include "tools/bench/bench_args.h"
+#include "tools/bench/host_memory.h"
 
 namespace kvtier::bench {
 namespace spill {
@@ -264,6 +265,30 @@ void PrintStepOnOneCore(const char* what, double gbs, double raw_read) {
       "%s on one core: %.2f GB/s (%.2f s/GB); at the raw read speed it alone needs %.2f of "
       "this machine's %u cores\n",
       what, gbs, 1 / gbs, raw_read / gbs, Cores());
+}
+
+// Memory that spills freed, filled again as a restore fills it: freed just
+// before (as every restore above met it), and freed long enough before that
+// a balloon reporting free memory has handed it to the host (as a session
+// that returns minutes after its spill meets it).
+constexpr auto kRefillWait = std::chrono::seconds(3);  // the kernel reports after 2 s
+
+void PrintRefill(const Args& a, const uint8_t* src) {
+  const RefillCost c = MeasureRefill(src, std::min<size_t>(a.size, size_t{256} << 20), kRefillWait);
+  const char* what = "\nmemory a restore fills (what its spill freed), on one core";
+  if (c.fresh_gbs <= 0 || c.later_gbs <= 0) {
+    printf("%s: not measured (no memory for it)\n", what);
+    return;
+  }
+  printf(
+      "%s: freed just before %.2f GB/s (%.2f s/GB), freed %lld s before %.2f GB/s (%.2f s/GB), "
+      "%.2fx the time; %s\n",
+      what, c.fresh_gbs, 1 / c.fresh_gbs, static_cast<long long>(kRefillWait.count()), c.later_gbs,
+      1 / c.later_gbs, c.fresh_gbs / c.later_gbs,
+      BalloonReportsFreeMemory()
+          ? "this machine's memory balloon reports free memory to its host, which takes back "
+            "what stays free (a session returning minutes after its spill meets the latter)"
+          : "no memory balloon here reports free memory to a host");
 }
 
 void PrintDevice(const Args& a, const DeviceResult& d, double raw_write) {
@@ -557,6 +582,7 @@ int RunSpillBench(int argc, char** argv) {
           Median(c.value().wait_gbs) >= kRestoreTarget * Median(c.value().wait_raw_gbs) &&
           Median(c.value().gate_gbs) >= kRestoreTarget * Median(c.value().gate_raw_gbs);
   }
+  if (a.device || a.cuda != "off") PrintRefill(a, src.data);
   met = met && fault_p99 <= kLatencyTarget * raw_p99;
   printf(
       "targets (store write and read >= %.2fx raw and >= %.2fx the store in the clear, %s p99 "
