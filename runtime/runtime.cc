@@ -400,6 +400,7 @@ void Runtime::Tick() {
         static_cast<unsigned long long>(report.moves.deferred));
   }
   if (stats_ && (start - last_publish_ns_ >= kPublishIntervalNs)) {
+    Counters::Set(counters_.buffer_bytes, AlignedBuffer::live_bytes());
     // Only the first KVTIER_STATS_MAX_REGIONS get rows: list the largest.
     std::stable_sort(regions.begin(), regions.end(),
                      [](const RegionPtr& a, const RegionPtr& b) { return a->size > b->size; });
@@ -549,10 +550,18 @@ std::string Runtime::SummaryText() {
              (unsigned long long)g(c.spill_errors) + (unsigned long long)g(c.restore_errors),
              (unsigned long long)g(c.checksum_mismatches), SealWords(store_.get()));
     out += buf;
+    out += BufferSummaryText();
     out += InjectedSummaryText();
   }
   out += PolicySummaryText();
   return out;
+}
+
+std::string Runtime::BufferSummaryText() {
+  // What the disk tier's I/O costs in memory, beside the budgets.
+  return "  own buffers       " + FormatBytes(AlignedBuffer::live_bytes()) + " now, at most " +
+         FormatBytes(AlignedBuffer::peak_bytes()) +
+         " (read and bounce buffers, kept page copies; beside the budgets)\n";
 }
 
 std::string Runtime::InjectedSummaryText() const {
@@ -659,6 +668,7 @@ std::string Runtime::HostSummaryText() {
              pages(g(c.spill_errors) + g(c.restore_errors)), pages(g(c.checksum_mismatches)),
              SealWords(store_.get()));
     out += buf;
+    out += BufferSummaryText();
     out += InjectedSummaryText();
   }
   out += PolicySummaryText();

@@ -160,6 +160,8 @@ class Runtime : public DeviceEvents {
   std::string PolicySummaryText();
   // The faults KVTIER_DISK_FAULTS fired, as a summary line ("" without it).
   std::string InjectedSummaryText() const;
+  // kvtier's own buffers (AlignedBuffer::live_bytes and its peak), a line.
+  static std::string BufferSummaryText();
   // Logs a move the device refused (the first one; later ones are counted).
   void OnMoveFailed(Region& region, const Move& move, const Status& error);
 

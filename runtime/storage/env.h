@@ -101,6 +101,11 @@ class AlignedBuffer {
   uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
 
+  // Bytes of every AlignedBuffer alive in this process: kvtier's own I/O
+  // buffers and the page copies it keeps (the stats' buffer_bytes).
+  static uint64_t live_bytes();
+  static uint64_t peak_bytes();  // the most live_bytes has been
+
  private:
   uint8_t* data_ = nullptr;
   size_t size_ = 0;

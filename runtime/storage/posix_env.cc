@@ -22,6 +22,15 @@ namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
 
+std::atomic<uint64_t> g_aligned_buffer_bytes{0};  // AlignedBuffer::live_bytes
+std::atomic<uint64_t> g_aligned_buffer_peak{0};   // AlignedBuffer::peak_bytes
+
+void UnmapAlignedBuffer(uint8_t* data, size_t size) {
+  if (data == nullptr) return;
+  munmap(data, size);
+  g_aligned_buffer_bytes.fetch_sub(size, std::memory_order_relaxed);
+}
+
 Status MakeOneDir(const std::string& path) {
   if (mkdir(path.c_str(), 0700) == 0) return Status::Ok();
   int err = errno;
@@ -139,12 +148,17 @@ Result<AlignedBuffer> AlignedBuffer::Allocate(size_t bytes) {
   AlignedBuffer b;
   b.data_ = static_cast<uint8_t*>(p);
   b.size_ = size;
+  const uint64_t live = g_aligned_buffer_bytes.fetch_add(size, std::memory_order_relaxed) + size;
+  uint64_t peak = g_aligned_buffer_peak.load(std::memory_order_relaxed);
+  while (live > peak &&
+         !g_aligned_buffer_peak.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
   return b;
 }
 
 AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
   if (this != &other) {
-    if (data_ != nullptr) munmap(data_, size_);
+    UnmapAlignedBuffer(data_, size_);
     data_ = other.data_;
     size_ = other.size_;
     other.data_ = nullptr;
@@ -153,8 +167,14 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
   return *this;
 }
 
-AlignedBuffer::~AlignedBuffer() {
-  if (data_ != nullptr) munmap(data_, size_);
+AlignedBuffer::~AlignedBuffer() { UnmapAlignedBuffer(data_, size_); }
+
+uint64_t AlignedBuffer::live_bytes() {
+  return g_aligned_buffer_bytes.load(std::memory_order_relaxed);
+}
+
+uint64_t AlignedBuffer::peak_bytes() {
+  return g_aligned_buffer_peak.load(std::memory_order_relaxed);
 }
 
 }  // namespace kvtier

@@ -164,5 +164,25 @@ TEST(FaultEnvTest, ArmSkipsThenFiresTimes) {
   EXPECT_FALSE(env.Fires(Fault::kReadIoError));
 }
 
+// Every AlignedBuffer alive is counted while it lives, moves keep the count,
+// and the peak holds the most there was.
+TEST(AlignedBufferTest, LiveBytesCountEveryBufferUntilItIsGone) {
+  const uint64_t before = AlignedBuffer::live_bytes();
+  {
+    Result<AlignedBuffer> big = AlignedBuffer::Allocate((size_t{3} << 20) + 1);
+    Result<AlignedBuffer> small = AlignedBuffer::Allocate(100);
+    ASSERT_TRUE(big.ok() && small.ok());
+    EXPECT_EQ(big.value().size(), (size_t{3} << 20) + 4096);  // rounded up to 4 KiB
+    EXPECT_EQ(AlignedBuffer::live_bytes(), before + big.value().size() + 4096);
+    EXPECT_GE(AlignedBuffer::peak_bytes(), AlignedBuffer::live_bytes());
+    AlignedBuffer moved = std::move(big).value();
+    EXPECT_EQ(AlignedBuffer::live_bytes(), before + moved.size() + 4096);
+    moved = std::move(small).value();  // the 3 MiB one is unmapped
+    EXPECT_EQ(AlignedBuffer::live_bytes(), before + 4096);
+  }
+  EXPECT_EQ(AlignedBuffer::live_bytes(), before);
+  EXPECT_GE(AlignedBuffer::peak_bytes(), before + (size_t{3} << 20) + 2 * 4096);
+}
+
 }  // namespace
 }  // namespace kvtier

@@ -13,7 +13,7 @@ namespace kvtier::bench {
 namespace {
 
 constexpr const char* kBalloonDeviceId = "0x0005";  // virtio device ID 5: the memory balloon
-constexpr size_t kReportingFeatureBit = 5;            // VIRTIO_BALLOON_F_REPORTING
+constexpr size_t kReportingFeatureBit = 5;          // VIRTIO_BALLOON_F_REPORTING
 
 std::string FirstLine(const std::filesystem::path& file) {
   std::ifstream in(file);

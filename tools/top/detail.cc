@@ -198,10 +198,12 @@ std::vector<Line> DetailLines(const Process& process, const Model& model, const 
   if (host) {
     memory.Add(std::to_string(s.regions) + " tiered blocks, " + FormatBytesRounded(s.region_bytes) +
                "   resident peak " + FormatBytesRounded(s.resident_peak_bytes) + "   SSD copies " +
-               FormatBytesRounded(s.disk_copy_bytes));
+               FormatBytesRounded(s.disk_copy_bytes) + "   own buffers " +
+               FormatBytesRounded(s.buffer_bytes));
   } else {
     memory.Add(std::to_string(s.regions) + " regions, " + FormatBytesRounded(s.region_bytes) +
-               "   plain device " + FormatBytesRounded(s.plain_device_bytes));
+               "   plain device " + FormatBytesRounded(s.plain_device_bytes) + "   own buffers " +
+               FormatBytesRounded(s.buffer_bytes));
   }
   lines.push_back(memory);
   Line allocs = Labeled("Allocs");
