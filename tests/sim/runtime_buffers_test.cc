@@ -21,11 +21,13 @@ namespace {
 TEST_F(SimDiskTest, OwnBuffersArePublishedSummedUpAndGivenBack) {
   storage_test::TempDir stats_dir("/dev/shm");
   ASSERT_TRUE(stats_dir.ok());
-  const std::map<std::string, std::string> values = {
-      {"KVTIER_HOST_BUDGET", "4M"},   {"KVTIER_DISK_BUDGET", "64M"},
-      {"KVTIER_DISK_DIR", dir_.path()}, {"KVTIER_PAGE_SIZE", "64K"},
-      {"KVTIER_TICK_MS", "2"},        {"KVTIER_STATS", "1"},
-      {"KVTIER_STATS_DIR", stats_dir.path()}};
+  const std::map<std::string, std::string> values = {{"KVTIER_HOST_BUDGET", "4M"},
+                                                     {"KVTIER_DISK_BUDGET", "64M"},
+                                                     {"KVTIER_DISK_DIR", dir_.path()},
+                                                     {"KVTIER_PAGE_SIZE", "64K"},
+                                                     {"KVTIER_TICK_MS", "2"},
+                                                     {"KVTIER_STATS", "1"},
+                                                     {"KVTIER_STATS_DIR", stats_dir.path()}};
   Result<Options> options = ParseOptions([&](const char* name) -> const char* {
     auto it = values.find(name);
     return it == values.end() ? nullptr : it->second.c_str();

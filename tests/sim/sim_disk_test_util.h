@@ -69,14 +69,14 @@ class SimDiskTest : public SimDeviceTest {
 
   // Creates a region of `pages` pages, writes each with its version-1
   // pattern, and demotes them all to the host tier.
-  static RegionPtr HostRegion(MemfdDevice& dev, RegionId id, uint32_t pages) {
-    Result<RegionPtr> made = dev.CreateRegion(id, pages * kPage, kPage, "kv-" + std::to_string(id));
+  static RegionPtr HostRegion(MemfdDevice& dev, RegionId id, uint32_t pages, size_t page = kPage) {
+    Result<RegionPtr> made = dev.CreateRegion(id, pages * page, page, "kv-" + std::to_string(id));
     if (!made.ok()) {
       ADD_FAILURE() << made.status().message();
       return nullptr;
     }
     Region& r = *made.value();
-    for (uint32_t p = 0; p < pages; ++p) WritePattern(PageBase(r, p), kPage, Seed(p, 1));
+    for (uint32_t p = 0; p < pages; ++p) WritePattern(PageBase(r, p), page, Seed(p, 1));
     for (uint32_t p = 0; p < pages; ++p) {
       Status s = dev.Demote(r, p);
       if (!s.ok()) ADD_FAILURE() << s.message();
