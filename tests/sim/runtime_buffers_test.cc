@@ -9,10 +9,9 @@
 #include <string>
 #include <thread>
 
-#include "runtime/bootstrap.h"
-#include "runtime/options.h"
 #include "runtime/runtime.h"
 #include "runtime/storage/env.h"
+#include "tests/sim/host_runtime_util.h"
 #include "tests/sim/sim_disk_test_util.h"
 
 namespace kvtier::testing {
@@ -21,39 +20,20 @@ namespace {
 TEST_F(SimDiskTest, OwnBuffersArePublishedSummedUpAndGivenBack) {
   storage_test::TempDir stats_dir("/dev/shm");
   ASSERT_TRUE(stats_dir.ok());
-  const std::map<std::string, std::string> values = {{"KVTIER_HOST_BUDGET", "4M"},
-                                                     {"KVTIER_DISK_BUDGET", "64M"},
-                                                     {"KVTIER_DISK_DIR", dir_.path()},
-                                                     {"KVTIER_PAGE_SIZE", "64K"},
-                                                     {"KVTIER_TICK_MS", "2"},
-                                                     {"KVTIER_STATS", "1"},
-                                                     {"KVTIER_STATS_DIR", stats_dir.path()}};
-  Result<Options> options = ParseOptions([&](const char* name) -> const char* {
-    auto it = values.find(name);
-    return it == values.end() ? nullptr : it->second.c_str();
-  });
-  ASSERT_TRUE(options.ok()) << options.status().message();
-  Options effective = options.value();
-  Runtime::Parts parts = SimParts();
-  ASSERT_TRUE(HostBackendParts(options.value(), nullptr, &effective, &parts).ok());
+  const std::map<std::string, std::string> values =
+      SpillingHostValues(dir_.path(), stats_dir.path());
 
   const uint64_t before = AlignedBuffer::live_bytes();
   uint64_t published = 0;
   std::string summary;
   {
-    Result<std::unique_ptr<Runtime>> made = Runtime::Create(effective, parts);
+    Result<std::unique_ptr<Runtime>> made = MakeHostRuntime(values);
     ASSERT_TRUE(made.ok()) << made.status().message();
     Runtime& rt = *made.value();
-    // Four times the budget, written then read: pages leave for SSD on the
-    // way and come back.
-    const size_t bytes = 16 * kMiB;
-    Result<void*> base = rt.CreateRegion(bytes, nullptr);
+    // Four times the budget.
+    Result<void*> base = rt.CreateRegion(16 * kMiB, nullptr);
     ASSERT_TRUE(base.ok()) << base.status().message();
-    auto* p = static_cast<uint8_t*>(base.value());
-    for (size_t off = 0; off < bytes; off += 4096) p[off] = static_cast<uint8_t>(off >> 12 | 1);
-    for (size_t off = 0; off < bytes; off += 4096) {
-      ASSERT_EQ(p[off], static_cast<uint8_t>(off >> 12 | 1)) << off;
-    }
+    ASSERT_EQ(WriteThenReadBack(static_cast<uint8_t*>(base.value()), 16 * kMiB), -1);
     ASSERT_GT(Counters::Get(rt.counters().restored_pages), 0u);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (Counters::Get(rt.counters().buffer_bytes) == 0 &&

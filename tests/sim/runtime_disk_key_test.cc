@@ -14,11 +14,10 @@
 #include <map>
 #include <string>
 
-#include "runtime/bootstrap.h"
 #include "runtime/log.h"
-#include "runtime/options.h"
 #include "runtime/runtime.h"
 #include "runtime/storage/spill_store.h"
+#include "tests/sim/host_runtime_util.h"
 #include "tests/sim/sim_disk_test_util.h"
 
 namespace kvtier::testing {
@@ -49,22 +48,8 @@ bool HoldsKey(const std::string& bytes, const uint8_t* key) {
 TEST_F(SimDiskTest, TheKeyIsInNoLogStatsSegmentOrSummary) {
   storage_test::TempDir stats_dir("/dev/shm");
   ASSERT_TRUE(stats_dir.ok());
-  const std::map<std::string, std::string> values = {{"KVTIER_HOST_BUDGET", "4M"},
-                                                     {"KVTIER_DISK_BUDGET", "64M"},
-                                                     {"KVTIER_DISK_DIR", dir_.path()},
-                                                     {"KVTIER_PAGE_SIZE", "64K"},
-                                                     {"KVTIER_TICK_MS", "2"},
-                                                     {"KVTIER_STATS", "1"},
-                                                     {"KVTIER_STATS_DIR", stats_dir.path()},
-                                                     {"KVTIER_VERBOSE", "3"}};
-  Result<Options> options = ParseOptions([&](const char* name) -> const char* {
-    auto it = values.find(name);
-    return it == values.end() ? nullptr : it->second.c_str();
-  });
-  ASSERT_TRUE(options.ok()) << options.status().message();
-  Options effective = options.value();
-  Runtime::Parts parts = SimParts();
-  ASSERT_TRUE(HostBackendParts(options.value(), nullptr, &effective, &parts).ok());
+  std::map<std::string, std::string> values = SpillingHostValues(dir_.path(), stats_dir.path());
+  values["KVTIER_VERBOSE"] = "3";
 
   // Everything kvtier logs from here on goes to a file.
   const std::string log_path = dir_.path() + "/log";
@@ -82,22 +67,16 @@ TEST_F(SimDiskTest, TheKeyIsInNoLogStatsSegmentOrSummary) {
   auto* key = static_cast<uint8_t*>(key_page);
   uint64_t spilled = 0, restored = 0;
   {
-    Result<std::unique_ptr<Runtime>> made = Runtime::Create(effective, std::move(parts));
+    Result<std::unique_ptr<Runtime>> made = MakeHostRuntime(values);
     ASSERT_TRUE(made.ok()) << made.status().message();
     Runtime& rt = *made.value();
     ASSERT_NE(rt.store(), nullptr);
     ASSERT_TRUE(rt.store()->encrypts()) << "encryption is on by default";
     rt.store()->cipher()->CopyKeyForTest(key);
-    // Four times the budget, written then read: pages leave for SSD on the
-    // way and come back.
-    const size_t bytes = 16 * kMiB;
-    Result<void*> base = rt.CreateRegion(bytes, nullptr);
+    // Four times the budget.
+    Result<void*> base = rt.CreateRegion(16 * kMiB, nullptr);
     ASSERT_TRUE(base.ok()) << base.status().message();
-    auto* p = static_cast<uint8_t*>(base.value());
-    for (size_t off = 0; off < bytes; off += 4096) p[off] = static_cast<uint8_t>(off >> 12 | 1);
-    for (size_t off = 0; off < bytes; off += 4096) {
-      ASSERT_EQ(p[off], static_cast<uint8_t>(off >> 12 | 1)) << off;
-    }
+    ASSERT_EQ(WriteThenReadBack(static_cast<uint8_t*>(base.value()), 16 * kMiB), -1);
     spilled = Counters::Get(rt.counters().spilled_pages);
     restored = Counters::Get(rt.counters().restored_pages);
     for (const auto& e : std::filesystem::directory_iterator(stats_dir.path())) {
