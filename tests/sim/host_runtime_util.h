@@ -19,9 +19,9 @@ namespace kvtier::testing {
 // published in `stats_dir`.
 inline std::map<std::string, std::string> SpillingHostValues(const std::string& disk_dir,
                                                              const std::string& stats_dir) {
-  return {{"KVTIER_HOST_BUDGET", "4M"}, {"KVTIER_DISK_BUDGET", "64M"},
-          {"KVTIER_DISK_DIR", disk_dir}, {"KVTIER_PAGE_SIZE", "64K"},
-          {"KVTIER_TICK_MS", "2"},       {"KVTIER_STATS", "1"},
+  return {{"KVTIER_HOST_BUDGET", "4M"},   {"KVTIER_DISK_BUDGET", "64M"},
+          {"KVTIER_DISK_DIR", disk_dir},  {"KVTIER_PAGE_SIZE", "64K"},
+          {"KVTIER_TICK_MS", "2"},        {"KVTIER_STATS", "1"},
           {"KVTIER_STATS_DIR", stats_dir}};
 }
 
