@@ -399,8 +399,8 @@ void Runtime::Tick() {
         static_cast<unsigned long long>(report.moves.bytes[kChannelSpill]),
         static_cast<unsigned long long>(report.moves.deferred));
   }
+  Counters::Set(counters_.buffer_bytes, AlignedBuffer::live_bytes());
   if (stats_ && (start - last_publish_ns_ >= kPublishIntervalNs)) {
-    Counters::Set(counters_.buffer_bytes, AlignedBuffer::live_bytes());
     // Only the first KVTIER_STATS_MAX_REGIONS get rows: list the largest.
     std::stable_sort(regions.begin(), regions.end(),
                      [](const RegionPtr& a, const RegionPtr& b) { return a->size > b->size; });
@@ -460,6 +460,7 @@ void Runtime::Shutdown() {
   if (policy_thread_.joinable()) policy_thread_.join();
   {
     MutexLock lock(&tick_mu_);
+    Counters::Set(counters_.buffer_bytes, AlignedBuffer::live_bytes());
     if (stats_) stats_->Publish(counters_, regions_.Snapshot(), device_->gpus());
     // Closed, not destroyed: a fault thread may still report an event to it
     // until ~Runtime stops the device.

@@ -60,7 +60,7 @@ class PageIo {
   // verified (the store retried a bad read once), else why not.
   using RunReadFn = std::function<void(size_t run, uint32_t page, const Status& status)>;
   // Reads `count` runs, each one request (a spill group's pages come back
-  // as one read of up to a MiB, not one read a page): run i is asked of
+  // as a few reads of a run each, not one read a page): run i is asked of
   // next(i) when it is queued, in order, while under `window` bytes are
   // queued or in flight, so its buffer need exist only from then on and
   // the disk always has a window's worth to read. A run that fails (the

@@ -344,9 +344,9 @@ TEST_F(UvmDiskTierTest, AReadErrorIsRetriedAndACorruptPageStopsTheProcess) {
 }
 
 TEST_F(UvmDiskTierTest, ARestoreOfManyChunksBringsEveryPageBackOnWaitAndAtTheGate) {
-  // A restore reads runs of consecutive slots (a spill group, up to 1 MiB),
-  // at most a window of them queued (at least 32 pages and 32 MiB: 512
-  // pages of 64 KiB); 600 pages take more than one window.
+  // A restore reads runs of consecutive slots (up to 128 KiB), at most a
+  // window of them queued (at least 32 pages and 8 MiB: 128 pages of 64
+  // KiB); 600 pages take several windows.
   constexpr uint32_t kMany = 600;
   Start(UvmDeviceConfig::Watch::kCaller, kMany);
   RegionPtr r = MakeRegion(1, kMany);

@@ -3,6 +3,7 @@
 // through it. Thread-safety: test helpers, one thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>

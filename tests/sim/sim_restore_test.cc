@@ -326,7 +326,7 @@ TEST_F(SimDiskTest, AFaultWhileAnotherReadIsHeldIsServedMeanwhile) {
 // queued pages 1 and 2 for the pipeline, which is woken only once that read
 // ends. Then page 2, queued, is touched: its fault thread takes the read
 // back only where the pipeline could not start it soon (a device too small
-// for the pipeline's 16 MiB in flight); on a larger one the pipeline reads
+// for the 16 MiB the pipeline may have started); on a larger one it reads
 // it with page 1, once woken.
 class SimDiskTakeBackTest : public SimDiskTest {
  protected:
@@ -351,7 +351,8 @@ class SimDiskTakeBackTest : public SimDiskTest {
 };
 
 TEST_F(SimDiskTakeBackTest, AQueuedPageThePipelineCanStartIsLeftToIt) {
-  // 64 MiB: an ahead share of 16 MiB, the pipeline's most in flight.
+  // 64 MiB: an ahead share of 16 MiB, the most the pipeline may have
+  // started (read or reading).
   const HeldTouch out = TouchAQueuedPage(256);
   EXPECT_FALSE(out.back_while_held) << "the fault thread read page 2 itself";
   EXPECT_EQ(out.coalesced, 1u);

@@ -24,7 +24,7 @@ std::string FirstLine(const std::filesystem::path& file) {
 
 double CopySeconds(uint8_t* dst, const uint8_t* src, size_t bytes) {
   const auto t0 = std::chrono::steady_clock::now();
-  constexpr size_t kStep = size_t{1} << 20;  // as a restore's runs land
+  constexpr size_t kStep = size_t{1} << 20;  // a restore's copies land in runs
   for (size_t off = 0; off < bytes; off += kStep) {
     memcpy(dst + off, src + off, std::min(kStep, bytes - off));
   }

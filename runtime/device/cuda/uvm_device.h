@@ -248,7 +248,7 @@ class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
   // of reads in flight and the copies behind them.
   static size_t RestoreBuffers(size_t page_size);
   // Makes a restore's read buffers (a window's worth of runs and the copies
-  // behind them: 35 MiB for pages of 64 KiB, 70 MiB for 2 MiB) once a
+  // behind them: 9.25 MiB for pages of 64 KiB, 70 MiB for 2 MiB) once a
   // spill has written a page, on the maintenance thread (Maintain), so that
   // the first returning session finds them rather than filling new memory
   // on its way back. They stay for the device's life, as a restore's do.

@@ -22,9 +22,11 @@ namespace {
 constexpr size_t kRestoreWindowPages = 32;
 constexpr size_t kRestoreWindowBytes = size_t{8} << 20;
 // The most a run of pages read with one request holds. As the simulated
-// GPU's restore reads (memfd_restore.cc): with runs of 1 MiB and 32 MiB in
-// flight, `kvtier-bench spill`'s kvtier_wait moved 1.4 GB/s on this
-// project's virtual disk, with runs of 128 KiB and 8 MiB 1.8.
+// GPU's restore reads (memfd_restore.cc): with runs of 1 MiB, a window of
+// 32 MiB, `kvtier-bench spill`'s kvtier_wait moved 1.4 GB/s on this
+// project's virtual disk; with runs of 128 KiB, a window of 8 MiB, 1.8. (Of
+// a window, the store's queue depth of runs is in flight: 32 requests for
+// pages of 64 KiB, 4 MiB of these runs.)
 constexpr size_t kRestoreRunBytes = size_t{128} << 10;
 
 // A run's most pages, and the bytes a restore keeps queued or in flight,
