@@ -59,8 +59,8 @@ class PageIo {
   // index and the page's within it: ok once the bytes are in dst and
   // verified (the store retried a bad read once), else why not.
   using RunReadFn = std::function<void(size_t run, uint32_t page, const Status& status)>;
-  // Reads `count` runs, each one request (a spill group's pages come back
-  // as a few reads of a run each, not one read a page): run i is asked of
+  // Reads `count` runs, each one request (neighbouring slots come back in
+  // one read, not one read a page): run i is asked of
   // next(i) when it is queued, in order, while under `window` bytes are
   // queued or in flight, so its buffer need exist only from then on and
   // the disk always has a window's worth to read. A run that fails (the
