@@ -21,6 +21,18 @@
 
 namespace kvtier {
 
+// The most one restore read takes (one page at least): neighbouring slots
+// of a region's neighbouring pages share a read up to this, in the
+// simulated GPU's and host backend's restore pipeline and in the CUDA
+// tier's. Not larger: this project's virtual disk reads slower the larger
+// each read and, for large reads, the more in flight. fio (io_uring,
+// direct) read 1.9-2.0 GB/s in requests of 64 or 128 KiB 32 to 128 deep,
+// 1.75 in 1 MiB requests 8 deep, 1.6 16 deep, 1.4 32 deep; with reads of
+// up to 1 MiB (16 or 32 MiB in flight) the restores of `kvtier-bench
+// spill` moved 1.4-1.6 GB/s, with 128 KiB (4-8 MiB in flight) 1.8-2.0. An
+// NVMe drive is at its speed with a few MiB in flight of either.
+constexpr size_t kMaxRestoreReadBytes = size_t{128} << 10;
+
 // True when the `len` bytes (a multiple of 8, 8-aligned) are all zero.
 bool IsAllZero(const uint8_t* bytes, size_t len);
 

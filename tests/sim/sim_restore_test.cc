@@ -116,7 +116,7 @@ TEST_F(SimDiskTest, ARunOfSpilledPagesComesBackInFewReadsAheadOfItsTouches) {
   constexpr uint32_t kPages = 32;
   // KVTIER_PAGE_SIZE's default: neighbours share a read.
   constexpr size_t kSmallPage = 64 * kKiB;
-  constexpr size_t kRunPages = MemfdDevice::kRestoreRunBytes / kSmallPage;
+  constexpr size_t kRunPages = kMaxRestoreReadBytes / kSmallPage;
   static_assert(kRunPages >= 2);
   SpillStore* store = MakeStore(64, kSmallPage);
   ASSERT_TRUE(store);

@@ -12,6 +12,7 @@
 #include "runtime/device/cuda/uvm_region.h"
 #include "runtime/internal_thread.h"
 #include "runtime/log.h"
+#include "runtime/storage/page_io.h"
 
 namespace kvtier::cuda {
 namespace {
@@ -21,23 +22,25 @@ namespace {
 // opened and copied).
 constexpr size_t kRestoreWindowPages = 32;
 constexpr size_t kRestoreWindowBytes = size_t{8} << 20;
-// The most a run of pages read with one request holds. As the simulated
-// GPU's restore reads (memfd_restore.cc): with runs of 1 MiB, a window of
-// 32 MiB, `kvtier-bench spill`'s kvtier_wait moved 1.4 GB/s on this
-// project's virtual disk; with runs of 128 KiB, a window of 8 MiB, 1.8. (Of
-// a window, the store's queue depth of runs is in flight: 32 requests for
-// pages of 64 KiB, 4 MiB of these runs.)
-constexpr size_t kRestoreRunBytes = size_t{128} << 10;
+// A run of pages is read with one request of at most kMaxRestoreReadBytes
+// (page_io.h). Of a window, the store's queue depth of runs is in flight:
+// 32 requests for pages of 64 KiB, 4 MiB.
 
 // A run's most pages, and the bytes a restore keeps queued or in flight,
 // for pages of `page_size`.
 size_t RestoreRunPages(size_t page_size) {
-  return std::max<size_t>(1, kRestoreRunBytes / std::max<size_t>(page_size, 1));
+  return std::max<size_t>(1, kMaxRestoreReadBytes / std::max<size_t>(page_size, 1));
 }
 size_t RestoreWindowBytes(size_t page_size) {
   return std::max(kRestoreWindowPages * page_size, kRestoreWindowBytes);
 }
 size_t DivideUp(size_t a, size_t b) { return (a + b - 1) / b; }
+// Buffers of `bytes` for a restore of pages of `page_size`: a window's, and
+// the copies the lane's helper may still hold of runs before it.
+size_t WindowBuffers(size_t page_size, size_t bytes) {
+  return DivideUp(RestoreWindowBytes(page_size), bytes) + DivideUp(CopyLane::kBacklogBytes, bytes) +
+         2;
+}
 
 // Submissions this thread entered and has not yet left (an exit without an
 // enter, from a call that began before the watch started, is ignored).
@@ -337,10 +340,8 @@ Status UvmDevice::DiscardLocked(const std::vector<PageKey>& pages) {
 }
 
 size_t UvmDevice::RestoreBuffers(size_t page_size) {
-  // A window's, and the copies the helper may still hold of runs before it.
   page_size = std::max<size_t>(page_size, 1);
-  return DivideUp(RestoreWindowBytes(page_size), page_size) +
-         DivideUp(CopyLane::kBacklogBytes, page_size) + 2;
+  return WindowBuffers(page_size, page_size);
 }
 
 void UvmDevice::MakeRestoreBuffers() {
@@ -348,12 +349,10 @@ void UvmDevice::MakeRestoreBuffers() {
   if (!restore_buffers_.compare_exchange_strong(due, Buffers::kMade, std::memory_order_relaxed)) {
     return;
   }
-  // As RestoreLocked reads: whole runs in flight, a window of them, and the
-  // copies the lane still holds.
+  // As RestoreLocked reads: whole runs.
   const size_t page = store_->page_size();
   const size_t run = RestoreRunPages(page) * page;
-  scratch_.Fill(
-      DivideUp(RestoreWindowBytes(page), run) + DivideUp(CopyLane::kBacklogBytes, run) + 2, run);
+  scratch_.Fill(WindowBuffers(page, run), run);
 }
 
 void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {

@@ -160,11 +160,6 @@ struct MemfdRegion {
 
 class MemfdDevice final : public Device {
  public:
-  // The most one read of the restore pipeline takes (one page at least):
-  // neighbours in the region and the file share a read up to this. See
-  // memfd_restore.cc for why it is not larger.
-  static constexpr size_t kRestoreRunBytes = size_t{128} << 10;
-
   static Result<std::unique_ptr<MemfdDevice>> Create(const MemfdDeviceConfig& config);
   ~MemfdDevice() override;
   MemfdDevice(const MemfdDevice&) = delete;

@@ -14,7 +14,7 @@
 // kInFlightBytes of reads in flight on one io_uring. Queued pages that are
 // neighbours in the region and in the spill file (the store hands out slots
 // next-fit and spills go in page order) are read as one run of up to
-// kRestoreRunBytes, into a chunk of the pipeline's read buffers (huge pages,
+// kMaxRestoreReadBytes, into a chunk of the pipeline's read buffers (huge pages,
 // kRestoreBytes in all, made once the store holds a page: an O_DIRECT read
 // into the memfd's own pages would pin and populate them page by page,
 // which took two thirds of this thread's time). A verified run is installed with one
@@ -43,20 +43,14 @@
 #include "runtime/device/memfd/memfd_device.h"
 #include "runtime/internal_thread.h"
 #include "runtime/log.h"
+#include "runtime/storage/page_io.h"
 
 namespace kvtier {
 namespace {
 
 // The pipeline's read buffers (pages read and not yet installed) and the
-// bytes of its reads in flight, each read at most
-// MemfdDevice::kRestoreRunBytes. A disk needs megabytes in flight to reach
-// its speed, but this project's virtual disk reads slower the more is in
-// flight and the larger each read: fio (io_uring, direct) read 1.9-2.0
-// GB/s in requests of 64 or 128 KiB 32 to 128 deep, 1.75 in 1 MiB requests
-// 8 deep, 1.6 16 deep, 1.4 32 deep. With reads of up to 1 MiB, 16 MiB in
-// flight, the simulated GPU's restore in `kvtier-bench spill` moved 1.6
-// GB/s; with 128 KiB, 8 MiB in flight, 2.0. An NVMe drive is at its speed
-// with a few MiB in flight of either.
+// bytes of its reads in flight, each read at most kMaxRestoreReadBytes
+// (page_io.h: why not more).
 constexpr size_t kRestoreBytes = size_t{16} << 20;
 constexpr size_t kInFlightBytes = size_t{8} << 20;
 // Pages read ahead of a touch (queued or in flight) take at most this share
@@ -648,8 +642,8 @@ void MemfdDevice::RestoreLoop() {
   const size_t max_pages = std::max<size_t>(kRestoreBytes / page_size, 1);
   // Reads land in chunks of `run_pages` pages of one slab, max_pages in
   // all (huge pages where the kernel gives them); `depth` of them in flight.
-  const auto run_pages =
-      static_cast<uint32_t>(std::clamp<size_t>(kRestoreRunBytes / page_size, 1, max_pages / 8 + 1));
+  const auto run_pages = static_cast<uint32_t>(
+      std::clamp<size_t>(kMaxRestoreReadBytes / page_size, 1, max_pages / 8 + 1));
   const size_t depth = std::max<size_t>(kInFlightBytes / (run_pages * page_size), 1);
   const size_t max_copies = std::max<size_t>(kCopyBytes / page_size, 1);
   Result<std::unique_ptr<SpillBatch>> made = store_->NewBatch(static_cast<unsigned>(depth));
