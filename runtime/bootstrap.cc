@@ -16,9 +16,11 @@
 #include "runtime/allocation_matcher.h"
 #include "runtime/device/memfd/memfd_device.h"
 #include "runtime/log.h"
+#include "runtime/memory_wall.h"
 #include "runtime/mutex.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"
+#include "runtime/storage/env.h"
 #include "runtime/storage/fault_env.h"
 #include "runtime/units.h"
 #include "runtime/va_range.h"
@@ -72,6 +74,22 @@ void ResetInChild() {
   new (&g_init_mu) Mutex();
 }
 
+// KVTIER_HOST_BUDGET against the memory wall (runtime/memory_wall.h):
+// unset, the runtime follows the wall; fixed above the wall itself, capped
+// to the room it leaves, said in one line.
+void HoldToWall(const Options& options, Runtime::Parts* parts, Options* effective) {
+  Env& env = parts->wall_env ? *parts->wall_env : *Env::Default();
+  if (options.host_budget == 0) {
+    parts->follow_wall = true;
+    return;
+  }
+  std::string said;
+  effective->host_budget = CapFixedBudget(options.host_budget, env, parts->wall_root,
+                                          kWallFloorPages * options.page_size,
+                                          options.disk_budget ? kDiskBufferReserve : 0, &said);
+  if (!said.empty()) Log(0, "%s", said.c_str());
+}
+
 // The runtime of KVTIER_BACKEND=sim: the data-backed simulated GPU, sized by
 // KVTIER_DEVICE_BUDGET or nine tenths of the simulated device's memory.
 Runtime* StartSim(const Options& options) {
@@ -79,7 +97,9 @@ Runtime* StartSim(const Options& options) {
   if (effective.device_budget.For(0) == 0) {
     effective.device_budget = DeviceSizes{effective.sim_device_memory / 10 * 9, {}};
   }
-  auto created = Runtime::Create(effective, SimParts());
+  Runtime::Parts parts = SimParts();
+  HoldToWall(options, &parts, &effective);
+  auto created = Runtime::Create(effective, parts);
   if (created.ok()) return created.value().release();
   Log(0, "cannot start the simulated GPU: %s; running without kvtier",
       created.status().message().c_str());
@@ -100,8 +120,11 @@ Runtime* StartHost(const Options& options) {
         "KVTIER_BACKEND=host with KVTIER_DISK_BUDGET=0: there is no disk tier, so tiered "
         "blocks stay in memory (set KVTIER_DISK_BUDGET to spill them to SSD)");
   }
-  // Room for every block kvtier can back, twice over (alignment, reuse).
-  const uint64_t backed = effective.device_budget.all + effective.host_budget + options.disk_budget;
+  // Room for every block kvtier can back, twice over (alignment, reuse); an
+  // automatic budget may grow up to the machine's memory.
+  const uint64_t memory = effective.device_budget.all + effective.host_budget;
+  const uint64_t backed =
+      (parts.follow_wall ? std::max(memory, PhysicalMemory()) : memory) + options.disk_budget;
   const uint64_t reserve = std::min<uint64_t>(2 * backed + (1ull << 30), 1ull << 46);
   if (Status s = VaRange::Process().Reserve(reserve); !s.ok()) {
     Log(0, "cannot start the host backend: %s; running without kvtier", s.message().c_str());
@@ -122,7 +145,9 @@ Runtime* StartCuda(const Options& options) {
   parts.device = [](const Runtime::DeviceContext& ctx) {
     return MakeCudaDevice(ctx.options, ctx.events, ctx.counters, ctx.open_store);
   };
-  auto created = Runtime::Create(options, parts);
+  Options effective = options;
+  HoldToWall(options, &parts, &effective);
+  auto created = Runtime::Create(effective, parts);
   if (!created.ok()) {
     // No usable GPU: every call passes through, and the program sees the
     // CUDA runtime's own error codes.
@@ -139,6 +164,15 @@ Runtime* StartCuda(const Options& options) {
 }
 
 }  // namespace
+
+HostShares SplitHostBudget(uint64_t budget, uint64_t page) {
+  // An eighth stages pages on their way to SSD: room for the spill batches
+  // the policy writes while faults keep coming.
+  HostShares shares;
+  shares.host = std::max<uint64_t>(budget / 8 / page, 1) * page;
+  shares.device = budget > shares.host ? budget - shares.host : 0;
+  return shares;
+}
 
 Runtime::DeviceFactory DataDeviceFactory(DataDeviceShape shape) {
   return [shape](const Runtime::DeviceContext& ctx) -> Result<std::unique_ptr<Device>> {
@@ -170,19 +204,28 @@ Status HostBackendParts(const Options& options, VaRange* range, Options* effecti
                         Runtime::Parts* parts) {
   // The data-backed device tiers heap blocks of a CPU engine. Its "device"
   // is the blocks' resident memory and its "host" tier the pages unmapped on
-  // their way to SSD, so together they stay within KVTIER_HOST_BUDGET.
+  // their way to SSD, so together they stay within KVTIER_HOST_BUDGET, or
+  // within the automatic budget that follows the memory wall.
   const uint64_t page = options.page_size;
-  const uint64_t budget = options.host_budget ? options.host_budget : PhysicalMemory() / 2;
-  const uint64_t staging = std::max<uint64_t>(budget / 8 / page, 1) * page;
-  if (budget < staging + 2 * page) {
+  *effective = options;
+  HoldToWall(options, parts, effective);
+  uint64_t budget = effective->host_budget;
+  if (parts->follow_wall) {
+    WallReading wall;
+    budget =
+        StartBudget(parts->wall_env ? *parts->wall_env : *Env::Default(), parts->wall_root,
+                    kWallFloorPages * page, options.disk_budget ? kDiskBufferReserve : 0, &wall);
+  }
+  const HostShares shares = SplitHostBudget(budget, page);
+  if (budget < shares.host + 2 * page) {
     return Status::Errorf(
         "KVTIER_HOST_BUDGET=%s is too small for pages of %s (it needs at least %s)",
         FormatBytes(budget).c_str(), FormatBytes(page).c_str(),
-        FormatBytes(staging + 2 * page).c_str());
+        FormatBytes(shares.host + 2 * page).c_str());
   }
-  *effective = options;
-  effective->device_budget = DeviceSizes{budget - staging, {}};
-  effective->host_budget = staging;
+  effective->device_budget = DeviceSizes{shares.device, {}};
+  effective->host_budget = shares.host;
+  parts->split_host_budget = [page](uint64_t b) { return SplitHostBudget(b, page); };
   DataDeviceShape shape;
   shape.kind = "host";
   shape.range = range;
@@ -191,7 +234,7 @@ Status HostBackendParts(const Options& options, VaRange* range, Options* effecti
   // that churn (measured: docs/bench-engine.md). lru goes by the access
   // evidence the device reports, faults and pages that arrive ahead.
   parts->auto_policy = "lru";
-  if (options.disk_budget > 0) shape.host_limit = staging;
+  if (options.disk_budget > 0) shape.host_limit = shares.host;
   // A CPU engine clears its KV buffer and writes new KV in order: a first
   // touch populates the rest of 1 MiB with it, so the next ones spare a
   // fault each.

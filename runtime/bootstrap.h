@@ -37,8 +37,14 @@ Runtime::DeviceFactory DataDeviceFactory(DataDeviceShape shape);
 // simulated GPU (a data-backed device of kind "sim").
 Runtime::Parts SimParts();
 
+// How the host backend divides a budget: an eighth (whole pages, one at
+// least) stages pages on their way to SSD, the rest is resident memory.
+HostShares SplitHostBudget(uint64_t budget, uint64_t page);
+
 // What KVTIER_BACKEND=host changes in the options and parts: the budget
-// split into resident memory and one eighth of staging; the device a
+// (KVTIER_HOST_BUDGET, capped to the memory wall; unset, the room the wall
+// leaves, followed while the process runs: parts->follow_wall, read where
+// parts->wall_env and wall_root say) split by SplitHostBudget; the device a
 // data-backed one of kind "host" with fill-ahead, its engine views in
 // `range` (null: anywhere); lru for KVTIER_POLICY=auto. The other parts stay
 // as they were. Fails when the budget is too small for the page size.

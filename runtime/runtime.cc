@@ -18,6 +18,7 @@
 #include "runtime/numa_place.h"
 #include "runtime/signal_apply.h"
 #include "runtime/stats_segment.h"
+#include "runtime/storage/env.h"
 #include "runtime/storage/fault_env.h"
 #include "runtime/storage/spill_store.h"
 #include "runtime/tick_schedule.h"
@@ -146,6 +147,18 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, const P
   uint64_t host_budget = options.host_budget ? options.host_budget : PhysicalMemory() / 2;
   Counters::Set(c.host_budget_bytes, host_budget);
   // disk_budget_bytes is set by the store (in whole pages), if there is one.
+  rt->wall_env_ = parts.wall_env ? parts.wall_env : Env::Default();
+  rt->wall_root_ = parts.wall_root;
+  rt->split_host_budget_ = parts.split_host_budget;
+  if (parts.follow_wall) {
+    // The least a backend works with: a few pages mapped, two staged.
+    const uint64_t floor = kWallFloorPages * options.page_size;
+    const uint64_t reserve = options.disk_budget ? kDiskBufferReserve : 0;
+    MutexLock lock(&rt->tick_mu_);
+    rt->wall_budget_ = std::make_unique<WallBudget>(floor, reserve);
+    rt->FollowWallLocked(rt->clock_.NowNs());
+    Log(1, "automatic budget: %s", rt->wall_budget_->Why(rt->wall_).c_str());
+  }
 
   if (options.stats) {
     const Status step = CheckStartStep(check, "stats segment");
@@ -378,9 +391,61 @@ void Runtime::OnMoveFailed(Region& region, const Move& move, const Status& error
       move.page, region.id, TierName(move.to), error.message().c_str());
 }
 
+WallBudget::Look Runtime::LookAtWall() {
+  WallBudget::Look look;
+  look.wall = ReadMemoryWall(*wall_env_, wall_root_);
+  const uint64_t mapped = device_->resident_in_host_memory() ? device_->resident_bytes() : 0;
+  look.tiered_in_memory = mapped + Counters::Get(counters_.host_used_bytes);
+  look.own_buffers = AlignedBuffer::live_bytes();
+  return look;
+}
+
+void Runtime::ApplyHostBudgetLocked(uint64_t budget) {
+  HostShares shares;
+  if (split_host_budget_) {
+    shares = split_host_budget_(budget);
+  } else {
+    const uint64_t device = device_->resident_in_host_memory() ? device_->capacity_bytes() : 0;
+    shares.host = budget > device ? budget - device : kWallFloorPages * options_.page_size;
+  }
+  if (shares.device != 0) {
+    if (!device_->SetBudget(shares.device, shares.host)) return;
+    Counters::Set(counters_.device_budget_bytes, shares.device);
+  }
+  Counters::Set(counters_.host_budget_bytes, shares.host);
+  budget_max_ = std::max(budget_max_, budget);
+}
+
+void Runtime::FollowWallLocked(uint64_t now_ns) {
+  if (!wall_budget_ || now_ns < next_wall_look_ns_) return;
+  next_wall_look_ns_ = now_ns + kWallLookNs;
+  const uint64_t before = wall_budget_->budget();
+  const WallBudget::Look look = LookAtWall();
+  const uint64_t budget = wall_budget_->Next(look);
+  if (!look.wall.problem.empty() && wall_.problem.empty()) {
+    Log(0, "memory wall: %s; the automatic budget goes by what could be read",
+        look.wall.problem.c_str());
+  }
+  wall_ = look.wall;
+  if (wall_budget_->at_floor() && !floor_said_) {
+    // A wall below the engine's own memory: kvtier keeps the least it can
+    // work with and says so once; the kernel may still kill the engine.
+    Log(0, "automatic budget: %s", wall_budget_->Why(wall_).c_str());
+    floor_said_ = true;
+  }
+  Counters::Set(counters_.wall_bytes, wall_.limit);
+  Counters::Set(counters_.wall_used_bytes, wall_.used);
+  Counters::Set(counters_.wall_source, static_cast<uint64_t>(wall_.source));
+  if (budget == before) return;
+  if (before != 0 && budget < before) Counters::Add(counters_.budget_cuts);
+  ApplyHostBudgetLocked(budget);
+  if (before != 0) Log(2, "automatic budget: %s", wall_budget_->Why(wall_).c_str());
+}
+
 void Runtime::Tick() {
   MutexLock lock(&tick_mu_);
   const uint64_t start = clock_.NowNs();
+  FollowWallLocked(start);
   std::vector<RegionPtr> regions = regions_.Snapshot();
   signals_.clear();
   Signal s;
@@ -554,8 +619,18 @@ std::string Runtime::SummaryText() {
     out += BufferSummaryText();
     out += InjectedSummaryText();
   }
+  out += WallSummaryText();
   out += PolicySummaryText();
   return out;
+}
+
+std::string Runtime::WallSummaryText() {
+  MutexLock lock(&tick_mu_);
+  if (!wall_budget_) return "";
+  const uint64_t cuts = Counters::Get(counters_.budget_cuts);
+  return "  memory wall       " + wall_budget_->Why(wall_) + "; at most " +
+         FormatBytes(budget_max_) + ", cut " + std::to_string(cuts) +
+         (cuts == 1 ? " time" : " times") + " to follow the wall\n";
 }
 
 std::string Runtime::BufferSummaryText() {
@@ -609,7 +684,16 @@ std::string Runtime::HostSummaryText() {
   auto pages = [](uint64_t n) { return static_cast<unsigned long long>(n); };
   const uint64_t page = options_.page_size;
   const uint64_t mapped = g(c.device_budget_bytes);
-  const uint64_t memory = mapped + g(c.host_budget_bytes);
+  uint64_t memory = mapped + g(c.host_budget_bytes);
+  const char* budget_name = "KVTIER_HOST_BUDGET";
+  {
+    MutexLock lock(&tick_mu_);
+    if (wall_budget_) {
+      // An automatic budget moves: held against the most it has been.
+      memory = std::max(memory, budget_max_);
+      budget_name = "the automatic budget at its most";
+    }
+  }
   const uint64_t resident = g(c.resident_peak_bytes);
   const uint64_t faults = g(c.faults);
   char buf[1024];
@@ -624,11 +708,12 @@ std::string Runtime::HostSummaryText() {
                                               : ", above it by " + FormatBytes(resident - memory) +
                                                     " (pages waiting for their SSD write)";
   snprintf(buf, sizeof buf,
-           "  resident memory   peak %s of %s (KVTIER_HOST_BUDGET)%s; at most %s of it mapped in "
+           "  resident memory   peak %s of %s (%s)%s; at most %s of it mapped in "
            "the blocks, the rest staged for SSD\n",
-           FormatBytes(resident).c_str(), FormatBytes(memory).c_str(), over.c_str(),
+           FormatBytes(resident).c_str(), FormatBytes(memory).c_str(), budget_name, over.c_str(),
            FormatBytes(mapped).c_str());
   out += buf;
+  out += WallSummaryText();
   snprintf(buf, sizeof buf,
            "  unmapped          %llu pages (%s) by the policy, %llu more when a page fault found "
            "the mapped share full\n",

@@ -24,6 +24,7 @@
 #include "runtime/clock.h"
 #include "runtime/counters.h"
 #include "runtime/device/device.h"
+#include "runtime/memory_wall.h"
 #include "runtime/mutex.h"
 #include "runtime/options.h"
 #include "runtime/page_table.h"
@@ -37,6 +38,7 @@
 namespace kvtier {
 
 class StatsSegment;
+class Env;
 class FaultEnv;
 class SpillStore;
 
@@ -93,6 +95,19 @@ class Runtime : public DeviceEvents {
     bool start_threads = true;
     // A test seam: asked before each fallible step of start-up (start_step.h).
     StartStepCheck check_step;
+    // KVTIER_HOST_BUDGET unset: the host memory budget follows the memory
+    // wall (runtime/memory_wall.h), looked at every kWallLookNs; the
+    // process's start-up sets it. False: the budget is fixed.
+    bool follow_wall = false;
+    // Where the wall's files are read: null is Env::Default(), a root of ""
+    // the live system (tests: a fake tree). Must outlive the runtime.
+    Env* wall_env = nullptr;
+    std::string wall_root;
+    // How a host memory budget divides on the device: the host backend's
+    // mapped share and staging (bootstrap.h). Null: all of it is the host
+    // tier, less the device's capacity where the device is host memory
+    // (the simulated GPU).
+    std::function<HostShares(uint64_t budget)> split_host_budget;
   };
   // Builds a runtime from `parts`. Fails when the policy, the device or the
   // policy thread cannot be made; a disk tier or stats segment that cannot be
@@ -181,6 +196,22 @@ class Runtime : public DeviceEvents {
   std::atomic<uint32_t> next_region_id_{1};
   std::atomic<uint64_t> alloc_index_{0};
   uint64_t last_publish_ns_ GUARDED_BY(tick_mu_) = 0;
+
+  // The automatic budget (Parts::follow_wall): null while fixed.
+  // FollowWallLocked looks at the wall when due and hands a changed budget
+  // to the device and the counters.
+  void FollowWallLocked(uint64_t now_ns) REQUIRES(tick_mu_);
+  void ApplyHostBudgetLocked(uint64_t budget) REQUIRES(tick_mu_);
+  WallBudget::Look LookAtWall();
+  std::string WallSummaryText();
+  Env* wall_env_ = nullptr;
+  std::string wall_root_;
+  std::function<HostShares(uint64_t budget)> split_host_budget_;
+  std::unique_ptr<WallBudget> wall_budget_ GUARDED_BY(tick_mu_);
+  WallReading wall_ GUARDED_BY(tick_mu_);
+  uint64_t next_wall_look_ns_ GUARDED_BY(tick_mu_) = 0;
+  uint64_t budget_max_ GUARDED_BY(tick_mu_) = 0;  // the most the automatic budget has been
+  bool floor_said_ GUARDED_BY(tick_mu_) = false;   // the wall left only the floor: said once
 
   // Lock order: tick_mu_ before the device's and the store's locks (a tick
   // moves pages); stop_mu_ is never held with another.

@@ -131,6 +131,15 @@ class Device {
   // (over every GPU the backend uses).
   virtual uint64_t resident_bytes() const = 0;
   virtual uint64_t capacity_bytes() const = 0;
+  // Whether resident pages are host memory (the memfd device: the simulated
+  // GPU's and the host backend's), charged within the process's memory wall.
+  virtual bool resident_in_host_memory() const { return false; }
+  // Changes the budget while the device runs (the automatic budget that
+  // follows the memory wall, runtime/memory_wall.h): the most bytes of
+  // tiered pages resident, and the most the host tier may hold before a
+  // fault waits for room. The policy moves pages out to meet a smaller one.
+  // false: this device keeps the budget it started with.
+  virtual bool SetBudget(uint64_t capacity_bytes, uint64_t host_limit_bytes) { return false; }
 
   // The same per GPU, for the stats: one row per GPU in use, by ordinal.
   struct GpuUsage {

@@ -83,6 +83,10 @@ class Env {
   virtual std::unique_ptr<IoQueue> NewSyncQueue(unsigned depth) = 0;
   // Monotonic nanoseconds (backoff timing).
   virtual uint64_t NowNanos() = 0;
+  // The text of a small file of the system's (/proc, a cgroup's files: the
+  // memory wall, runtime/memory_wall.h), at most max_bytes of it. Fails with
+  // the path and errno's words ("No such file or directory" when absent).
+  virtual Result<std::string> ReadFile(const std::string& path, size_t max_bytes) = 0;
 };
 
 // Memory aligned for O_DIRECT (4 KiB; 2 MiB and transparent huge pages when

@@ -116,6 +116,9 @@ class FaultEnv final : public Env {
   Result<std::unique_ptr<IoQueue>> NewUringQueue(unsigned depth) override;
   std::unique_ptr<IoQueue> NewSyncQueue(unsigned depth) override;
   uint64_t NowNanos() override;
+  Result<std::string> ReadFile(const std::string& path, size_t max_bytes) override {
+    return base_->ReadFile(path, max_bytes);
+  }
 
   // Used by the wrapping queues (fault_env.cc).
   // Returns whether `f` fires for the next eligible request (counts it).

@@ -8,9 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <string>
 
 #include "runtime/clock.h"
 #include "runtime/numa_place.h"
@@ -115,6 +117,28 @@ class PosixEnv final : public Env {
   }
 
   uint64_t NowNanos() override { return MonotonicNs(); }
+
+  Result<std::string> ReadFile(const std::string& path, size_t max_bytes) override {
+    // The policy thread reads these; the heap hooks pass its allocations
+    // through, so a std::string is fine here.
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::Errorf("%s: %s", path.c_str(), strerror(errno));
+    std::string text;
+    char buf[4096];
+    while (text.size() < max_bytes) {
+      const ssize_t n = read(fd, buf, std::min(sizeof buf, max_bytes - text.size()));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        const int err = errno;
+        close(fd);
+        return Status::Errorf("%s: %s", path.c_str(), strerror(err));
+      }
+      if (n == 0) break;
+      text.append(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+    return text;
+  }
 };
 
 }  // namespace

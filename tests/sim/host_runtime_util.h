@@ -26,9 +26,10 @@ inline std::map<std::string, std::string> SpillingHostValues(const std::string& 
           {"KVTIER_STATS_DIR", stats_dir}};
 }
 
-// The runtime KVTIER_BACKEND=host would start with `values` set.
+// The runtime KVTIER_BACKEND=host would start with `values` set; its memory
+// wall read under `wall_root` ("": the live system's; a FakeTree's root).
 inline Result<std::unique_ptr<Runtime>> MakeHostRuntime(
-    const std::map<std::string, std::string>& values) {
+    const std::map<std::string, std::string>& values, const std::string& wall_root = "") {
   Result<Options> options = ParseOptions([&](const char* name) -> const char* {
     auto it = values.find(name);
     return it == values.end() ? nullptr : it->second.c_str();
@@ -36,6 +37,7 @@ inline Result<std::unique_ptr<Runtime>> MakeHostRuntime(
   if (!options.ok()) return options.status();
   Options effective = options.value();
   Runtime::Parts parts = SimParts();
+  parts.wall_root = wall_root;
   if (Status s = HostBackendParts(options.value(), nullptr, &effective, &parts); !s.ok()) return s;
   return Runtime::Create(effective, parts);
 }

@@ -206,6 +206,19 @@ std::vector<Line> DetailLines(const Process& process, const Model& model, const 
                FormatBytesRounded(s.buffer_bytes));
   }
   lines.push_back(memory);
+  if (s.wall_source != 0) {
+    // An automatic budget (KVTIER_HOST_BUDGET unset) and the wall it follows.
+    static constexpr const char* kWallWords[] = {"", "machine's available memory",
+                                                 "memory cgroup v1", "memory cgroup v2"};
+    const uint64_t budget =
+        host ? s.device_budget_bytes + s.host_budget_bytes : s.host_budget_bytes;
+    Line wall = Labeled("Wall");
+    wall.Add(std::string(kWallWords[std::min<uint64_t>(s.wall_source, 3)]) + " " +
+             FormatBytesRounded(s.wall_bytes) + ", " + FormatBytesRounded(s.wall_used_bytes) +
+             " charged   automatic budget " + FormatBytesRounded(budget) + ", cut " +
+             std::to_string(s.budget_cuts) + " times");
+    lines.push_back(wall);
+  }
   Line allocs = Labeled("Allocs");
   allocs.Add(std::to_string(s.allocations) + " seen, " + std::to_string(s.matched_allocations) +
              " tiered, " + std::to_string(s.frees) + " frees");

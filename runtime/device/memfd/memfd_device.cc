@@ -196,11 +196,11 @@ Result<RegionPtr> MemfdDevice::CreateRegion(RegionId id, size_t bytes, size_t pa
         "simulated GPU: page size %zu is not a power of two of at least %zu bytes", page_size,
         base_page);
   }
-  if (page_size > capacity_) {
+  if (page_size > capacity()) {
     return Status::Errorf(
         "simulated GPU: page size %zu exceeds the device capacity of %lu bytes (raise "
         "KVTIER_DEVICE_BUDGET or lower KVTIER_PAGE_SIZE)",
-        page_size, static_cast<unsigned long>(capacity_));
+        page_size, static_cast<unsigned long>(capacity()));
   }
   const size_t pages = bytes / page_size + (bytes % page_size != 0);
   if (bytes == 0 || pages > UINT32_MAX || pages > (SIZE_MAX - page_size) / page_size) {
@@ -298,6 +298,17 @@ uint8_t* MemfdDevice::AliasOf(const Region& region) const {
   return r && r->device == this ? r->views.alias : nullptr;
 }
 
+bool MemfdDevice::SetBudget(uint64_t capacity_bytes, uint64_t host_limit_bytes) {
+  // A device without a staging limit has no disk tier to send pages to: its
+  // residency could not follow a smaller budget.
+  if (host_limit() == 0 || host_limit_bytes == 0 || capacity_bytes == 0) return false;
+  capacity_.store(capacity_bytes, std::memory_order_relaxed);
+  host_limit_.store(host_limit_bytes, std::memory_order_relaxed);
+  // A fault that waits for staging room looks again at the new limit.
+  staging_room_.SignalAll();
+  return true;
+}
+
 uint64_t MemfdDevice::resident_bytes() const {
   return resident_bytes_.load(std::memory_order_relaxed);
 }
@@ -360,8 +371,8 @@ void MemfdDevice::SpillOverLimit(Region& region, uint32_t page) {
   // host tier past its limit goes on to SSD at once (the policy thread waits
   // for the write; the engine does not). A spill that fails leaves it in
   // memory, over the limit, and counted.
-  if (host_limit_ == 0 || store_ == nullptr ||
-      Counters::Get(counters_.host_used_bytes) <= host_limit_) {
+  if (host_limit() == 0 || store_ == nullptr ||
+      Counters::Get(counters_.host_used_bytes) <= host_limit()) {
     return;
   }
   (void)Spill(region, page);
@@ -449,12 +460,12 @@ Status MemfdDevice::MakeRoomLocked(uint64_t bytes, std::vector<Evicted>* evicted
   std::vector<PageOf> victims;
   uint64_t freed = 0;
   const uint64_t resident = resident_bytes_.load(std::memory_order_relaxed) + installing_bytes_;
-  for (ResidentLink<MemfdRegion>* l = resident_.Oldest(); resident - freed + bytes > capacity_;
+  for (ResidentLink<MemfdRegion>* l = resident_.Oldest(); resident - freed + bytes > capacity();
        l = resident_.Newer(l)) {
     if (l == nullptr) {
       return Status::Errorf("a page of %lu bytes does not fit in the capacity of %lu bytes",
                             static_cast<unsigned long>(bytes),
-                            static_cast<unsigned long>(capacity_));
+                            static_cast<unsigned long>(capacity()));
     }
     victims.push_back({l->owner, l->page});
     freed += l->owner->region->page_size;
@@ -499,7 +510,7 @@ Status MemfdDevice::ZapRunsLocked(std::vector<PageOf>& pages) {
 }
 
 void MemfdDevice::LeaveDeviceLocked(const std::vector<PageOf>& pages, std::vector<PageOf>* punch) {
-  if (host_limit_ == 0 || store_ == nullptr) {
+  if (host_limit() == 0 || store_ == nullptr) {
     for (const PageOf& p : pages) SetTierLocked(*p.r, p.page, Tier::kHost);
     return;
   }
@@ -617,7 +628,7 @@ void MemfdDevice::SetTierLocked(MemfdRegion& r, uint32_t page, Tier to) {
   }
   const Tier from =
       MoveTier(rec, r.links[page], r.region->page_size, to, resident_, resident_bytes_, counters_);
-  if (from == Tier::kHost && to != from && host_limit_ != 0) staging_room_.SignalAll();
+  if (from == Tier::kHost && to != from && host_limit() != 0) staging_room_.SignalAll();
 }
 
 void MemfdDevice::DegradeLocked(MemfdRegion& r, const Status& why) {

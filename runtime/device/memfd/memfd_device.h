@@ -188,7 +188,12 @@ class MemfdDevice final : public Device {
   void SpillPages(std::span<const PageRef> pages, std::span<Status> results) override;
   bool has_disk_tier() const override { return store_ != nullptr; }
   uint64_t resident_bytes() const override;
-  uint64_t capacity_bytes() const override { return capacity_; }
+  uint64_t capacity_bytes() const override { return capacity(); }
+  bool resident_in_host_memory() const override { return true; }
+  // The host backend's budget that follows the memory wall: the mapped
+  // share and the staging limit change together. Refused (false) by a device
+  // started without a staging limit (the simulated GPU, no disk tier).
+  bool SetBudget(uint64_t capacity_bytes, uint64_t host_limit_bytes) override;
 
   // The unregistered view of a region's bytes (for the disk tier and tests).
   // Only touch pages that are on the device or the host.
@@ -449,10 +454,14 @@ class MemfdDevice final : public Device {
   // stay on disk and their waiters fault again.
   void AbandonRunLocked(MemfdRegion& r, uint32_t first, uint32_t count) REQUIRES(mu_);
 
-  const uint64_t capacity_;
+  // The budget (SetBudget): read without a lock, as every check of it is a
+  // look at a moving residency anyway.
+  uint64_t capacity() const { return capacity_.load(std::memory_order_relaxed); }
+  uint64_t host_limit() const { return host_limit_.load(std::memory_order_relaxed); }
+  std::atomic<uint64_t> capacity_;
   const char* const kind_;
   VaRange* const range_;
-  const uint64_t host_limit_;
+  std::atomic<uint64_t> host_limit_;
   const uint32_t fill_ahead_;
   const bool copy_ahead_;
   const bool write_protect_;

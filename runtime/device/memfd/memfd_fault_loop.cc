@@ -143,8 +143,8 @@ void MemfdDevice::FaultLoop(int ep) {
 void MemfdDevice::WaitForStagingRoom(uint64_t bytes) {
   // Room for `bytes` more (at most the whole staging): each page coming in
   // may evict one there.
-  const uint64_t room = std::min(bytes, host_limit_);
-  auto over = [&] { return Counters::Get(counters_.host_used_bytes) + room > host_limit_; };
+  const uint64_t room = std::min(bytes, host_limit());
+  auto over = [&] { return Counters::Get(counters_.host_used_bytes) + room > host_limit(); };
   if (!over() || store_ == nullptr || !store_->writable()) return;
   if (events_) events_->OnMemoryPressure();
   const Clock::time_point deadline = Clock::now() + kStagingWait;
@@ -182,7 +182,7 @@ void MemfdDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
     HandleWriteFault(addr);
     return;
   }
-  if (host_limit_ != 0) WaitForStagingRoom(BasePageSize());
+  if (host_limit() != 0) WaitForStagingRoom(BasePageSize());
   const bool minor = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_MINOR) != 0;
   const bool write = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0;
   const size_t base_page = BasePageSize();
@@ -288,7 +288,8 @@ uint32_t MemfdDevice::FillAheadLocked(MemfdRegion& r, uint32_t first,
   // Into free room only: pages the engine has not asked for must not push
   // out pages it has.
   const uint64_t resident = resident_bytes_.load(std::memory_order_relaxed);
-  const uint64_t free_pages = resident < capacity_ ? (capacity_ - resident) / region.page_size : 0;
+  const uint64_t free_pages =
+      resident < capacity() ? (capacity() - resident) / region.page_size : 0;
   const uint32_t most = static_cast<uint32_t>(std::min<uint64_t>(fill_ahead_, free_pages));
   uint32_t count = 0;
   while (count < most && first + count < region.pages.size()) {

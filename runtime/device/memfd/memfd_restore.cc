@@ -417,7 +417,7 @@ void MemfdDevice::CancelRestoresLocked(const MemfdRegion* r) {
 
 size_t MemfdDevice::AheadLimit() const {
   // A device of a few pages still reads a faulting page and two past it.
-  return std::max<uint64_t>(capacity_ / kAheadShare / store_->page_size(), 3);
+  return std::max<uint64_t>(capacity() / kAheadShare / store_->page_size(), 3);
 }
 
 void MemfdDevice::EndRestoreLocked(MemfdRegion& r) {
@@ -442,12 +442,12 @@ bool MemfdDevice::InstallRunFromPipeline(MemfdRegion& r, uint32_t first, uint32_
   // for (half of it: a fault's eviction may need the rest), so that
   // resident memory stays within the budget.
   const uint64_t len = r.region->page_size;
-  const uint32_t part = host_limit_ == 0
+  const uint32_t part = host_limit() == 0
                             ? count
-                            : static_cast<uint32_t>(std::max<uint64_t>(host_limit_ / len / 2, 1));
+                            : static_cast<uint32_t>(std::max<uint64_t>(host_limit() / len / 2, 1));
   for (uint32_t done = 0; done < count; done += part) {
     const uint32_t n = std::min(part, count - done);
-    if (host_limit_ != 0) WaitForStagingRoom(n * len);
+    if (host_limit() != 0) WaitForStagingRoom(n * len);
     if (!InstallPartFromPipeline(r, first + done, n, bytes + uint64_t{done} * len)) {
       MutexLock lock(&mu_);
       if (done + n < count) AbandonRunLocked(r, first + done + n, count - done - n);
@@ -478,7 +478,7 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
     // page for each fault thread (whose room MakeRoomLocked must find
     // among resident pages), or this one waits for them.
     const uint64_t keep = uint64_t{max_page_size_} * fault_threads_;
-    while (installing_bytes_ > 0 && installing_bytes_ + bytes_in + keep > capacity_) {
+    while (installing_bytes_ > 0 && installing_bytes_ + bytes_in + keep > capacity()) {
       disk_io_done_.Wait(mu_);
     }
     if (r.releasing) {
@@ -502,7 +502,7 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
             region->pages[p].flags.fetch_or(kPageUnwritten, std::memory_order_relaxed);
           }
         }
-        if (bytes_in + keep <= capacity_) {
+        if (bytes_in + keep <= capacity()) {
           // The room stays taken while the pages are copied in without the
           // lock (the copy is most of a restore's CPU: the fault threads
           // and the other installer go on meanwhile). The pages stay on
@@ -608,9 +608,9 @@ std::vector<PageRef> MemfdDevice::PickCopiesLocked(size_t most) {
   std::vector<PageRef> picked;
   // Only while the device is fuller than capacity - reserve: the next
   // reserve bytes to arrive evict that many of the oldest pages.
-  const uint64_t reserve = capacity_ / kCopyReserveShare;
+  const uint64_t reserve = capacity() / kCopyReserveShare;
   const uint64_t resident = resident_bytes_.load(std::memory_order_relaxed);
-  if (!copy_ahead_ || resident + reserve <= capacity_) return picked;
+  if (!copy_ahead_ || resident + reserve <= capacity()) return picked;
   uint64_t scanned = 0;
   for (ResidentLink<MemfdRegion>* l = resident_.Oldest();
        l != nullptr && picked.size() < most && scanned < reserve; l = resident_.Newer(l)) {
