@@ -137,14 +137,6 @@ struct Level {
   std::string where;
 };
 
-// File pages the kernel drops before it kills: the inactive ones no process
-// maps. Mapped file pages (an engine's weights, its libraries) count as used
-// even while inactive: they are not in the active list until reclaim first
-// looks at them, yet the engine reads them every step.
-uint64_t Droppable(uint64_t inactive_file, uint64_t mapped_file) {
-  return inactive_file > mapped_file ? inactive_file - mapped_file : 0;
-}
-
 Level ReadV1Level(Reader& rd, const std::string& dir) {
   Level l;
   const uint64_t limit = rd.Limit(dir + "/memory.limit_in_bytes");
@@ -152,14 +144,11 @@ Level ReadV1Level(Reader& rd, const std::string& dir) {
   uint64_t usage = 0;
   if (!rd.Count(dir + "/memory.usage_in_bytes", &usage)) return l;
   std::string stat;
-  uint64_t inactive = 0, mapped = 0;
-  if (rd.Read(dir + "/memory.stat", &stat)) {
-    if (!StatValue(stat, "total_inactive_file", &inactive))
-      StatValue(stat, "inactive_file", &inactive);
-    if (!StatValue(stat, "total_mapped_file", &mapped)) StatValue(stat, "mapped_file", &mapped);
-  }
+  uint64_t inactive = 0;
+  if (rd.Read(dir + "/memory.stat", &stat) && !StatValue(stat, "total_inactive_file", &inactive))
+    StatValue(stat, "inactive_file", &inactive);
   l.limit = limit;
-  l.used = usage - std::min(usage, Droppable(inactive, mapped));
+  l.used = usage - std::min(usage, inactive);
   l.where = dir + "/memory.limit_in_bytes";
   const uint64_t memsw = rd.Limit(dir + "/memory.memsw.limit_in_bytes");
   if (memsw != kNoLimit) l.swap = memsw > limit ? memsw - limit : 0;
@@ -175,13 +164,10 @@ Level ReadV2Level(Reader& rd, const std::string& dir) {
   uint64_t current = 0;
   if (!rd.Count(dir + "/memory.current", &current)) return l;
   std::string stat;
-  uint64_t inactive = 0, mapped = 0;
-  if (rd.Read(dir + "/memory.stat", &stat)) {
-    StatValue(stat, "inactive_file", &inactive);
-    StatValue(stat, "file_mapped", &mapped);
-  }
+  uint64_t inactive = 0;
+  if (rd.Read(dir + "/memory.stat", &stat)) StatValue(stat, "inactive_file", &inactive);
   l.limit = limit;
-  l.used = current - std::min(current, Droppable(inactive, mapped));
+  l.used = current - std::min(current, inactive);
   l.where = dir + (high < max ? "/memory.high" : "/memory.max");
   l.swap = rd.Limit(dir + "/memory.swap.max");
   return l;

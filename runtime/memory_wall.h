@@ -44,9 +44,12 @@ struct WallReading {
   enum class Source : uint8_t { kNone = 0, kMemAvailable = 1, kCgroupV1 = 2, kCgroupV2 = 3 };
   Source source = Source::kNone;
   uint64_t limit = 0;  // bytes the wall allows (the machine's: MemTotal)
-  // Bytes charged within it now less the inactive file pages no process
-  // maps, which the kernel drops before it kills (kubelet's "working set",
-  // with mapped weights kept in); the machine's: MemTotal - MemAvailable.
+  // Bytes charged within it now less inactive file pages, which the kernel
+  // reclaims before it kills (kubelet's "working set"); the machine's:
+  // MemTotal - MemAvailable. Mapped weights the engine reads every step
+  // stay active, so they count; cold code and a model file read once do
+  // not: the kernel gives that room to anonymous memory too.
+
   uint64_t used = 0;
   uint64_t swap_limit = kNoLimit;  // v2 memory.swap.max, v1 memsw - mem, where set
   // v2 memory.events high + max + oom of the process's own cgroup: rises

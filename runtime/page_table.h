@@ -69,7 +69,7 @@ struct PageRecord {
   uint32_t last_access = 0;  // policy tick of the last access signal
   uint32_t last_move = 0;    // policy tick of the last migration
   uint32_t disk_slot = 0;
-  uint32_t reserved = 0;
+  uint32_t backend = 0;   // the device backend's own, under its lock (memfd: read-ahead marks)
   uint64_t checksum = 0;  // XXH3-64 of the spilled bytes
 };
 static_assert(sizeof(PageRecord) <= 32, "page records must stay compact");

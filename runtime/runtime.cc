@@ -746,13 +746,13 @@ std::string Runtime::HostSummaryText() {
       snprintf(ratio, sizeof ratio, ", %.2fx what left memory", double(written) / double(left));
     snprintf(buf, sizeof buf,
              "  SSD               wrote %llu pages (%s%s; %llu copies ahead of an eviction), read "
-             "%llu pages (%s; %llu ahead of any touch); copies kept %s; errors %llu, checksum "
-             "mismatches %llu; %s\n",
+             "%llu pages (%s; %llu ahead of any touch, %llu of them in vain); copies kept %s; "
+             "errors %llu, checksum mismatches %llu; %s\n",
              pages(written), b(c.spilled_bytes).c_str(), ratio, pages(ahead),
              pages(g(c.restored_pages)), b(c.restored_bytes).c_str(),
-             pages(g(c.restored_ahead_pages)), b(c.disk_copy_bytes).c_str(),
-             pages(g(c.spill_errors) + g(c.restore_errors)), pages(g(c.checksum_mismatches)),
-             SealWords(store_.get()));
+             pages(g(c.restored_ahead_pages)), pages(g(c.readahead_vain_pages)),
+             b(c.disk_copy_bytes).c_str(), pages(g(c.spill_errors) + g(c.restore_errors)),
+             pages(g(c.checksum_mismatches)), SealWords(store_.get()));
     out += buf;
     out += BufferSummaryText();
     out += InjectedSummaryText();

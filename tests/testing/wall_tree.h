@@ -42,13 +42,12 @@ class FakeTree {
               mount_root + " /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n");
   }
   void V1Level(const std::string& dir, const std::string& limit, uint64_t usage,
-               uint64_t inactive_file = 0, uint64_t mapped_file = 0) {
+               uint64_t inactive_file = 0) {
     const std::string d = "/sys/fs/cgroup/memory" + dir;
     Write(d + "/memory.limit_in_bytes", limit + "\n");
     Write(d + "/memory.usage_in_bytes", std::to_string(usage) + "\n");
-    Write(d + "/memory.stat",
-          "cache 0\nrss 0\ntotal_inactive_file " + std::to_string(inactive_file) +
-              "\ntotal_active_file 0\ntotal_mapped_file " + std::to_string(mapped_file) + "\n");
+    Write(d + "/memory.stat", "cache 0\nrss 0\ntotal_inactive_file " +
+                                  std::to_string(inactive_file) + "\ntotal_active_file 0\n");
   }
   // A cgroup v2 machine: the unified hierarchy at /sys/fs/cgroup.
   void V2(const std::string& path) {
@@ -57,14 +56,13 @@ class FakeTree {
           "25 1 0:23 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n");
   }
   void V2Level(const std::string& dir, const std::string& max, const std::string& high,
-               uint64_t current, uint64_t inactive_file = 0, uint64_t mapped_file = 0) {
+               uint64_t current, uint64_t inactive_file = 0) {
     const std::string d = "/sys/fs/cgroup" + dir;
     Write(d + "/memory.max", max + "\n");
     Write(d + "/memory.high", high + "\n");
     Write(d + "/memory.current", std::to_string(current) + "\n");
-    Write(d + "/memory.stat", "anon 0\nfile 0\ninactive_file " + std::to_string(inactive_file) +
-                                  "\nactive_file 0\nfile_mapped " + std::to_string(mapped_file) +
-                                  "\n");
+    Write(d + "/memory.stat",
+          "anon 0\nfile 0\ninactive_file " + std::to_string(inactive_file) + "\nactive_file 0\n");
   }
 
  private:

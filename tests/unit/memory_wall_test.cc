@@ -36,21 +36,6 @@ TEST(MemoryWall, V1TakesTheTightestLevelOnTheWayUp) {
   EXPECT_EQ(w.problem, "");
 }
 
-TEST(MemoryWall, MappedFilePagesCountEvenWhileInactive) {
-  // 30 MiB of inactive file pages, 12 MiB of them mapped (weights the kernel
-  // has not yet looked at): only the 18 MiB nobody maps can be dropped.
-  FakeTree t;
-  t.Machine();
-  t.V1("/pod");
-  t.V1Level("/pod", std::to_string(256 * kMiB), 100 * kMiB, 30 * kMiB, 12 * kMiB);
-  EXPECT_EQ(Read(t).used, 82 * kMiB);
-  FakeTree v2;
-  v2.Machine();
-  v2.V2("/pod");
-  v2.V2Level("/pod", std::to_string(256 * kMiB), "max", 100 * kMiB, 30 * kMiB, 40 * kMiB);
-  EXPECT_EQ(Read(v2).used, 100 * kMiB);  // all of it mapped
-}
-
 TEST(MemoryWall, TheLevelWithLeastRoomWinsNotTheLowestLimit) {
   FakeTree t;
   t.Machine();

@@ -447,6 +447,17 @@ class MemfdDevice final : public Device {
   // The most pages the pipeline holds (queued or in flight) for reads
   // ahead of a touch: a share of the device.
   size_t AheadLimit() const;
+  // Read-ahead that pays for itself, judged as pages come in from disk
+  // (JudgeInstallLocked, which marks a page read `ahead` of any touch with
+  // the install clock): a page read ahead that comes in from disk again
+  // within two device capacities of installs was read in vain (the budget
+  // could not keep it to its touch, or the engine cycles through more than
+  // it holds): counted (readahead_vain_pages). Reads of other layers ahead
+  // (ReplicateLocked), which run furthest ahead of the engine, stop while
+  // that happens and for a second after (ReadAheadPaysLocked): they were
+  // most of what a budget below one decode step's KV read in vain.
+  void JudgeInstallLocked(PageRecord& rec, bool ahead) REQUIRES(mu_);
+  bool ReadAheadPaysLocked() const REQUIRES(mu_);
   // Ends one page's restore (queued or read): its disk I/O and its place
   // in restoring_pages_.
   void EndRestoreLocked(MemfdRegion& r) REQUIRES(mu_);
@@ -518,6 +529,11 @@ class MemfdDevice final : public Device {
   uint64_t stream_clock_ GUARDED_BY(mu_) = 0;
   StrideGuess stride_ GUARDED_BY(mu_);
   size_t restoring_pages_ GUARDED_BY(mu_) = 0;  // read jobs queued or in flight
+  // Read-ahead that pays for itself (JudgeInstallLocked): pages installed
+  // from disk so far (the clock a read-ahead mark keeps,
+  // PageRecord::backend), and when a read ahead was last in vain.
+  uint32_t installs_ GUARDED_BY(mu_) = 0;
+  Clock::time_point last_vain_ GUARDED_BY(mu_){};
   // Pages engine threads wait on in the pipeline (queued or being read), by
   // address, with when they faulted: installs count those as faults.
   std::unordered_map<uintptr_t, Clock::time_point> waiting_ GUARDED_BY(mu_);

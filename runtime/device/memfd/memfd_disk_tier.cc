@@ -299,6 +299,7 @@ Status MemfdDevice::InstallRestoredLocked(MemfdRegion& r, uint32_t page, const u
   }
   SetTierLocked(r, page, r.degraded ? Tier::kHost : Tier::kDevice);
   if (unwritten) MapWritableOrMarkLocked(r, page);
+  if (!r.degraded) JudgeInstallLocked(rec, /*ahead=*/false);
   return Status::Ok();
 }
 

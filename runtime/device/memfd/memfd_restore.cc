@@ -257,6 +257,7 @@ bool MemfdDevice::TakeForRestoreLocked(MemfdRegion& r, uint32_t page,
 
 void MemfdDevice::ReplicateLocked(ReadStream& s) {
   if (stride_.stride == 0 || s.r == nullptr) return;
+  if (!ReadAheadPaysLocked()) return;
   const Region& from = *s.r->region;
   const uint32_t lo = std::min(s.lo, s.rep_lo), hi = std::max(s.hi, s.rep_hi);
   if (lo == s.rep_lo && hi == s.rep_hi && !s.replicating) return;
@@ -420,6 +421,32 @@ size_t MemfdDevice::AheadLimit() const {
   return std::max<uint64_t>(capacity() / kAheadShare / store_->page_size(), 3);
 }
 
+// A read-ahead mark (PageRecord::backend): bit 0 set, the install clock
+// (31 bits) above it.
+constexpr uint32_t kReadAheadMark = 1;
+// A page read ahead and wanted back from disk within this many device
+// capacities of installs was read in vain: left untouched, it was pushed out
+// by about a capacity of installs and read again when the engine got there;
+// or the engine cycles through more than the device holds, where reading
+// other layers ahead only pushes out what it touches next.
+constexpr uint32_t kVainDistance = 2;
+// Other layers are read ahead again once no read ahead was in vain for this
+// long (a returning session after the engine's thrashing stopped).
+constexpr std::chrono::milliseconds kVainQuiet{1000};
+
+void MemfdDevice::JudgeInstallLocked(PageRecord& rec, bool ahead) {
+  const uint32_t mark = rec.backend;
+  rec.backend = ahead ? (installs_ << 1 | kReadAheadMark) : 0;
+  ++installs_;
+  if (!(mark & kReadAheadMark)) return;
+  const uint32_t since = (installs_ - (mark >> 1)) & 0x7fffffffu;
+  if (since > kVainDistance * (capacity() / store_->page_size())) return;  // it paid, or aged out
+  Counters::Add(counters_.readahead_vain_pages);
+  last_vain_ = Clock::now();
+}
+
+bool MemfdDevice::ReadAheadPaysLocked() const { return Clock::now() - last_vain_ >= kVainQuiet; }
+
 void MemfdDevice::EndRestoreLocked(MemfdRegion& r) {
   --restoring_pages_;
   EndDiskIoLocked(r);
@@ -554,6 +581,7 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
         }
         rec.flags.fetch_and(static_cast<uint8_t>(~kPageInFlight), std::memory_order_relaxed);
         auto waited = waiting_.find(region->PageAddr(p));
+        if (!degraded) JudgeInstallLocked(rec, /*ahead=*/waited == waiting_.end());
         if (waited != waiting_.end()) {
           const auto wait_ns = static_cast<uint64_t>(
               std::chrono::duration_cast<std::chrono::nanoseconds>(now - waited->second).count());
@@ -818,7 +846,7 @@ void MemfdDevice::RestoreLoop() {
       if (restore_stop_) CancelRestoresLocked(nullptr);
       if (restore_stop_ && busy_pages == 0 && installing == 0) break;
       // Replication cut short by the ahead limit goes on as reads end.
-      if (restoring_pages_ < AheadLimit() / 2) {
+      if (restoring_pages_ < AheadLimit() / 2 && ReadAheadPaysLocked()) {
         for (ReadStream& st : streams_) {
           if (st.replicating) ReplicateLocked(st);
         }
