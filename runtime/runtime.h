@@ -211,7 +211,7 @@ class Runtime : public DeviceEvents {
   WallReading wall_ GUARDED_BY(tick_mu_);
   uint64_t next_wall_look_ns_ GUARDED_BY(tick_mu_) = 0;
   uint64_t budget_max_ GUARDED_BY(tick_mu_) = 0;  // the most the automatic budget has been
-  bool floor_said_ GUARDED_BY(tick_mu_) = false;   // the wall left only the floor: said once
+  bool floor_said_ GUARDED_BY(tick_mu_) = false;  // the wall left only the floor: said once
 
   // Lock order: tick_mu_ before the device's and the store's locks (a tick
   // moves pages); stop_mu_ is never held with another.
