@@ -84,9 +84,9 @@ void HoldToWall(const Options& options, Runtime::Parts* parts, Options* effectiv
     return;
   }
   std::string said;
-  effective->host_budget = CapFixedBudget(options.host_budget, env, parts->wall_root,
-                                          kWallFloorPages * options.page_size,
-                                          options.disk_budget ? kDiskBufferReserve : 0, &said);
+  effective->host_budget =
+      CapFixedBudget(options.host_budget, env, parts->wall_root, WallFloor(options.page_size),
+                     options.disk_budget ? kDiskBufferReserve : 0, &said);
   if (!said.empty()) Log(0, "%s", said.c_str());
 }
 
@@ -212,9 +212,13 @@ Status HostBackendParts(const Options& options, VaRange* range, Options* effecti
   uint64_t budget = effective->host_budget;
   if (parts->follow_wall) {
     WallReading wall;
-    budget =
-        StartBudget(parts->wall_env ? *parts->wall_env : *Env::Default(), parts->wall_root,
-                    kWallFloorPages * page, options.disk_budget ? kDiskBufferReserve : 0, &wall);
+    budget = StartBudget(parts->wall_env ? *parts->wall_env : *Env::Default(), parts->wall_root,
+                         WallFloor(page), options.disk_budget ? kDiskBufferReserve : 0, &wall);
+  }
+  if (options.disk_budget == 0) {
+    // No disk tier: a budget could not be met by moving pages out, so the
+    // start's look fixes it (and blocks past it stay plain heap).
+    parts->follow_wall = false;
   }
   const HostShares shares = SplitHostBudget(budget, page);
   if (budget < shares.host + 2 * page) {

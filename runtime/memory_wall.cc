@@ -249,7 +249,7 @@ CgroupMounts ParseMountinfo(std::string_view text) {
     const std::vector<std::string_view> f = Split(line, ' ');
     size_t dash = 0;
     while (dash < f.size() && f[dash] != "-") ++dash;
-    if (dash < 5 || dash + 3 > f.size()) continue;
+    if (dash < 5 || dash + 4 > f.size()) continue;  // fstype, source, options after it
     const std::string_view fstype = f[dash + 1];
     if (fstype == "cgroup2" && out.v2_point.empty()) {
       out.v2_point = Unescape(f[4]);
@@ -371,7 +371,10 @@ uint64_t WallBudget::Next(const Look& look) {
   headroom_ = std::max(w.limit / kHeadroomShare, kMinHeadroom) + unmade;
   const uint64_t taken = other_ + headroom_;
   uint64_t target = w.limit > taken ? w.limit - taken : 0;
-  const bool met_wall = have_events_ && w.events > events_;
+  // The cgroup met its wall (v2 memory.events rose) while the room left is
+  // less than the headroom: the other memory pushes. (A full cgroup that
+  // reclaims page cache raises "max" events too, with room to spare.)
+  const bool met_wall = have_events_ && w.events > events_ && w.room() < headroom_;
   events_ = w.events;
   have_events_ = true;
   if (met_wall && budget_ != 0) {

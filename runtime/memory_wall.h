@@ -24,8 +24,12 @@ constexpr uint64_t kNoLimit = ~uint64_t{0};
 
 // How often the policy thread looks at the wall (a few small files).
 constexpr uint64_t kWallLookNs = 100'000'000;
-// The least automatic budget, in pages: a few mapped, two staged.
-constexpr uint64_t kWallFloorPages = 16;
+// The least automatic budget: 16 pages (a few mapped, two staged), but no
+// more than 64 MiB of them, and 3 pages at least (the host backend's least).
+constexpr uint64_t WallFloor(uint64_t page) {
+  const uint64_t most = uint64_t{64} << 20;
+  return 16 * page < most ? 16 * page : (3 * page > most ? 3 * page : most);
+}
 // kvtier's own memory that a disk tier maps after start (the restore
 // pipeline's 16 MiB of read buffers, the store's bounce and write buffers:
 // 23.25 MiB on the host backend with 64 KiB pages, its buffer_bytes): kept
@@ -109,9 +113,9 @@ bool StatValue(std::string_view text, std::string_view key, uint64_t* out, bool 
 // buffers, made at the first spill: `own_reserve` less what is already
 // made). It shrinks at once; it grows only by more than a sixteenth (no churn
 // on noise); when the cgroup met its wall since the last look (v2
-// memory.events) it also cuts an eighth more, and does not grow for the
-// next 3 s of looks. Never below `floor`, the least the backend can work
-// with.
+// memory.events) with less room left than the headroom, it also cuts an
+// eighth more, and does not grow for the next 3 s of looks. Never below `floor`, the least the
+// backend can work with.
 class WallBudget {
  public:
   struct Look {

@@ -152,7 +152,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Options& options, const P
   rt->split_host_budget_ = parts.split_host_budget;
   if (parts.follow_wall) {
     // The least a backend works with: a few pages mapped, two staged.
-    const uint64_t floor = kWallFloorPages * options.page_size;
+    const uint64_t floor = WallFloor(options.page_size);
     const uint64_t reserve = options.disk_budget ? kDiskBufferReserve : 0;
     MutexLock lock(&rt->tick_mu_);
     rt->wall_budget_ = std::make_unique<WallBudget>(floor, reserve);
@@ -405,8 +405,10 @@ void Runtime::ApplyHostBudgetLocked(uint64_t budget) {
   if (split_host_budget_) {
     shares = split_host_budget_(budget);
   } else {
-    const uint64_t device = device_->resident_in_host_memory() ? device_->capacity_bytes() : 0;
-    shares.host = budget > device ? budget - device : kWallFloorPages * options_.page_size;
+    // The simulated GPU's device memory is host memory too: what it holds
+    // now comes off the host tier's share.
+    const uint64_t device = device_->resident_in_host_memory() ? device_->resident_bytes() : 0;
+    shares.host = std::max(budget > device ? budget - device : 0, WallFloor(options_.page_size));
   }
   if (shares.device != 0) {
     if (!device_->SetBudget(shares.device, shares.host)) return;

@@ -16,6 +16,7 @@
 
 #include "runtime/device/memfd/memfd_device.h"
 #include "tests/sim/sim_test_util.h"
+#include "tests/testing/skip_without.h"
 
 namespace kvtier::testing {
 namespace {
@@ -208,7 +209,7 @@ TEST_F(SimDeviceTest, ForkedChildSeesTheBytesAndTheDeviceRefusesWork) {
 }
 
 TEST_F(SimDeviceTest, WorksWithoutPrivilege) {
-  if (getuid() != 0) GTEST_SKIP() << "needs root to switch to an unprivileged user";
+  if (getuid() != 0) KVTIER_SKIP_WITHOUT("needs root to switch to an unprivileged user");
   fflush(nullptr);
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);

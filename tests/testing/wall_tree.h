@@ -19,10 +19,13 @@ class FakeTree {
  public:
   FakeTree() : dir_("/tmp") {}
   const std::string& root() const { return dir_.path(); }
+  // Written whole and renamed into place: a runtime's policy thread may
+  // read the file meanwhile, and must never see it half written.
   void Write(const std::string& path, const std::string& text) {
     const std::string full = root() + path;
     std::filesystem::create_directories(std::filesystem::path(full).parent_path());
-    std::ofstream(full) << text;
+    std::ofstream(full + ".new") << text;
+    std::filesystem::rename(full + ".new", full);
   }
   void Remove(const std::string& path) { std::filesystem::remove(root() + path); }
   // A machine of 16 GiB with 12 GiB available.

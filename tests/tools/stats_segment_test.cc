@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tests/tools/tool_test_util.h"
+#include "tests/testing/skip_without.h"
 #include "tools/stats/process_check.h"
 #include "tools/stats/stats_fields.h"
 #include "tools/stats/stats_reader.h"
@@ -317,7 +318,7 @@ TEST(StatsSegmentTest, ReaderRemovesSegmentWhosePidWasReused) {
   auto reader = MustOpen(dir);
   ReadResult r = reader->Read(getpid());
   ASSERT_EQ(r.state, ReadState::kOk) << r.message;
-  if (r.snapshot->start_ticks == 0) GTEST_SKIP() << "no /proc/self/stat here";
+  if (r.snapshot->start_ticks == 0) KVTIER_SKIP_WITHOUT("no /proc/self/stat here");
   // Pretend the segment was written by an earlier process with our pid.
   const uint64_t earlier = r.snapshot->start_ticks - 1;
   int fd = open(seg->path().c_str(), O_WRONLY);
@@ -333,7 +334,7 @@ TEST(StatsSegmentTest, ReaderRemovesSegmentWhosePidWasReused) {
 
 TEST(StatsSegmentTest, ProcessStartTicksIsField22OfProcStat) {
   std::ifstream in("/proc/self/stat");
-  if (!in) GTEST_SKIP() << "no /proc/self/stat here";
+  if (!in) KVTIER_SKIP_WITHOUT("no /proc/self/stat here");
   std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::istringstream fields(stat.substr(stat.rfind(')') + 1));
   std::vector<std::string> tokens;  // tokens[0] is field 3
@@ -421,7 +422,7 @@ TEST(StatsSegmentTest, ReaderGivesUpOnAWriterThatHoldsTheLock) {
 TEST(StatsSegmentTest, AFullTmpfsRefusesTheSegmentInsteadOfKillingThePublisher) {
   TempDir dir;
   if (mount("tmpfs", dir.path().c_str(), "tmpfs", 0, "size=64k") != 0) {
-    GTEST_SKIP() << "cannot mount a tmpfs here: " << strerror(errno);
+    KVTIER_SKIP_WITHOUT("cannot mount a tmpfs here: " << strerror(errno));
   }
   struct Unmount {
     std::string path;

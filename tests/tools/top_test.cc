@@ -19,6 +19,7 @@
 #include "tests/tools/json_lite.h"
 #include "tests/tools/synthetic.h"
 #include "tests/tools/tool_test_util.h"
+#include "tests/testing/skip_without.h"
 #include "tools/stats/stats_fields.h"
 
 namespace kvtier {
@@ -425,7 +426,7 @@ class Tmux {
 
 TEST_F(TopTest, InteractiveScreenFollowsTheKeys) {
   const std::string tmux_bin = FindInPath("tmux");
-  if (tmux_bin.empty()) GTEST_SKIP() << "tmux is not installed";
+  if (tmux_bin.empty()) KVTIER_SKIP_WITHOUT("tmux is not installed (scripts/setup-deps)");
   std::unique_ptr<testing::Child> publisher;
   const pid_t other = StartPublisher(&publisher, 100);
   // Sorted by pid, Down selects the second row.

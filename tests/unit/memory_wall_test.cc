@@ -246,12 +246,19 @@ TEST(WallBudget, ShrinksAtOnceGrowsOnlyByMoreThanASixteenth) {
   EXPECT_EQ(b.Next(look), 992 * kMiB);
 }
 
-TEST(WallBudget, MeetingTheWallCutsAnEighthMore) {
+TEST(WallBudget, MeetingTheWallWithLittleRoomCutsAnEighthMore) {
   WallBudget b(kMiB, 0);
   WallBudget::Look look;
   look.wall = Wall(1024 * kMiB, 32 * kMiB, 5);
   EXPECT_EQ(b.Next(look), 960 * kMiB);  // the first look's events are history
+  // A full cgroup reclaiming page cache meets its wall with room to spare:
+  // no cut.
   look.wall.events = 6;
+  EXPECT_EQ(b.Next(look), 960 * kMiB);
+  // With less room than the headroom (32 MiB), it does.
+  look.tiered_in_memory = 1000 * kMiB;
+  look.wall.used = 1032 * kMiB;  // other memory still 32 MiB
+  look.wall.events = 7;
   EXPECT_EQ(b.Next(look), 840 * kMiB);  // 960 less an eighth
   // No new event: the room looks like 960 again, but the wall said less.
   for (int i = 0; i < 29; ++i) EXPECT_EQ(b.Next(look), 840 * kMiB) << i;

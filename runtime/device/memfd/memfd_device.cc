@@ -302,9 +302,9 @@ bool MemfdDevice::SetBudget(uint64_t capacity_bytes, uint64_t host_limit_bytes) 
   // A device without a staging limit has no disk tier to send pages to: its
   // residency could not follow a smaller budget.
   if (host_limit() == 0 || host_limit_bytes == 0 || capacity_bytes == 0) return false;
+  MutexLock lock(&mu_);  // a fault that waits for staging room looks again at the new limit
   capacity_.store(capacity_bytes, std::memory_order_relaxed);
   host_limit_.store(host_limit_bytes, std::memory_order_relaxed);
-  // A fault that waits for staging room looks again at the new limit.
   staging_room_.SignalAll();
   return true;
 }

@@ -143,8 +143,11 @@ void MemfdDevice::FaultLoop(int ep) {
 void MemfdDevice::WaitForStagingRoom(uint64_t bytes) {
   // Room for `bytes` more (at most the whole staging): each page coming in
   // may evict one there.
-  const uint64_t room = std::min(bytes, host_limit());
-  auto over = [&] { return Counters::Get(counters_.host_used_bytes) + room > host_limit(); };
+  // The limit may change meanwhile (SetBudget): looked at anew each time.
+  auto over = [&] {
+    const uint64_t limit = host_limit();
+    return Counters::Get(counters_.host_used_bytes) + std::min(bytes, limit) > limit;
+  };
   if (!over() || store_ == nullptr || !store_->writable()) return;
   if (events_) events_->OnMemoryPressure();
   const Clock::time_point deadline = Clock::now() + kStagingWait;
