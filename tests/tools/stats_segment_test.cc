@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/tools/tool_test_util.h"
 #include "tests/testing/skip_without.h"
+#include "tests/tools/tool_test_util.h"
 #include "tools/stats/process_check.h"
 #include "tools/stats/stats_fields.h"
 #include "tools/stats/stats_reader.h"

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "runtime/stats_segment.h"
+#include "tests/testing/skip_without.h"
 #include "tests/tools/json_lite.h"
 #include "tests/tools/synthetic.h"
 #include "tests/tools/tool_test_util.h"
-#include "tests/testing/skip_without.h"
 #include "tools/stats/stats_fields.h"
 
 namespace kvtier {
