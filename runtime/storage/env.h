@@ -9,6 +9,7 @@
 
 #include <sys/uio.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -57,6 +58,13 @@ class IoQueue {
   // for the queue's owner). The queue reads it empty when it fires. A
   // queue whose Wait never blocks (pread) ignores it.
   virtual Status SetWakeFd(int fd) { return Status::Ok(); }
+  // Gives the queue up after it broke: waits at most `limit` for the
+  // requests in flight, appends those that come back to `landed`, and
+  // returns how many may still complete later (0: none can), each writing
+  // its buffer (a read) or its file range (a write) whenever it does. Their
+  // buffers and file ranges must never be used again. The queue takes no
+  // more requests; destroying it then waits for nothing.
+  virtual size_t Abandon(std::chrono::nanoseconds limit, std::vector<IoCompletion>* landed) = 0;
 };
 
 class Env {
@@ -114,6 +122,12 @@ class AlignedBuffer {
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
 };
+
+// Keeps `buffer` alive, unused, until the process ends: a read of a queue
+// given up (IoQueue::Abandon) may still write it. Counted in live_bytes.
+void KeepForever(AlignedBuffer buffer);
+// Bytes so kept.
+uint64_t KeptForeverBytes();
 
 // The alignment O_DIRECT needs for buffers, offsets and lengths. 4 KiB covers
 // every common logical block size.

@@ -29,6 +29,9 @@ void SleepNanos(uint64_t ns) {
 class FaultQueue final : public IoQueue {
  public:
   FaultQueue(FaultEnv* env, std::unique_ptr<IoQueue> base) : env_(env), base_(std::move(base)) {}
+  // Dropped broken without Abandon (a caller that waited its reads out
+  // instead), the reads it held land late all the same.
+  ~FaultQueue() override { (void)Abandon(std::chrono::nanoseconds::zero(), nullptr); }
 
   const char* name() const override { return base_->name(); }
   unsigned depth() const override { return base_->depth(); }
@@ -72,8 +75,36 @@ class FaultQueue final : public IoQueue {
       pass.push_back(r);
     }
     Status st = pass.empty() ? Status::Ok() : base_->Submit(pass.data(), pass.size());
-    if (!st.ok()) in_flight_ -= pass.size();  // refused: the caller completes them itself
+    if (!st.ok()) {
+      in_flight_ -= pass.size();  // refused: the caller completes them itself
+    } else {
+      for (const IoRequest& r : pass) submitted_[r.user_data] = r;
+    }
     return st;
+  }
+
+  size_t Abandon(std::chrono::nanoseconds limit, std::vector<IoCompletion>* landed) override {
+    if (abandoned_) return 0;
+    abandoned_ = true;
+    if (landed != nullptr) landed->insert(landed->end(), synthetic_.begin(), synthetic_.end());
+    synthetic_.clear();
+    // The real requests are waited out below; a broken queue's reads, when
+    // the env holds them late, are reported as still to land, and land
+    // when the test says.
+    const bool late = (broken_ || env_->queues_broken()) && env_->holds_late_reads();
+    std::vector<IoCompletion> came;
+    size_t left = base_->Abandon(late ? std::chrono::seconds(10) : limit, &came);
+    for (const IoCompletion& c : came) {
+      auto it = submitted_.find(c.user_data);
+      if (late && it != submitted_.end() && it->second.kind == IoKind::kRead) {
+        env_->HoldLateRead(it->second.buf, it->second.len);
+        ++left;
+      } else if (landed != nullptr) {
+        landed->push_back(c);
+      }
+      if (it != submitted_.end()) submitted_.erase(it);
+    }
+    return left;
   }
 
   Status Wait(size_t min, std::vector<IoCompletion>* out) override {
@@ -84,6 +115,7 @@ class FaultQueue final : public IoQueue {
     size_t first = out->size();
     Status st = base_->Wait(min > have ? min - have : 0, out);
     in_flight_ -= std::min(in_flight_, out->size() - first + have);
+    for (size_t i = first; i < out->size(); ++i) submitted_.erase((*out)[i].user_data);
     if (!st.ok()) return st;
     for (size_t i = first; i < out->size(); ++i) {
       auto it = after_.find((*out)[i].user_data);
@@ -138,8 +170,10 @@ class FaultQueue final : public IoQueue {
   std::unique_ptr<IoQueue> base_;
   std::vector<IoCompletion> synthetic_;
   std::unordered_map<uint64_t, After> after_;
-  size_t in_flight_ = 0;  // submitted, not yet returned by Wait
-  bool broken_ = false;   // FaultEnv::BreakQueueAtRead took this queue
+  std::unordered_map<uint64_t, IoRequest> submitted_;  // passed to base_, not yet returned
+  size_t in_flight_ = 0;                               // submitted, not yet returned by Wait
+  bool broken_ = false;                                // FaultEnv::BreakQueueAtRead took this queue
+  bool abandoned_ = false;                             // given up (Abandon)
 };
 
 }  // namespace
@@ -273,6 +307,29 @@ std::string InjectedSummary(const FaultEnv& env) {
            std::to_string(n);
   }
   return out;
+}
+
+void FaultEnv::HoldLateReads(bool on) {
+  MutexLock lock(&mu_);
+  hold_late_ = on;
+}
+
+bool FaultEnv::holds_late_reads() {
+  MutexLock lock(&mu_);
+  return hold_late_;
+}
+
+void FaultEnv::HoldLateRead(void* buf, size_t len) {
+  MutexLock lock(&mu_);
+  late_.push_back({buf, len});
+}
+
+size_t FaultEnv::LandLateReads() {
+  MutexLock lock(&mu_);
+  for (const LateRead& r : late_) memset(r.buf, kLateByte, r.len);
+  const size_t n = late_.size();
+  late_.clear();
+  return n;
 }
 
 void FaultEnv::HoldSlow() {

@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/mutex.h"
 #include "runtime/status.h"
@@ -89,6 +90,15 @@ class FaultEnv final : public Env {
   // completes for its caller (the requests still run, and its destruction
   // waits for them, as an io_uring's would); other queues go on.
   void BreakQueueAtRead(int n) { break_at_read_.store(n); }
+  // Models reads that outlive their broken queue (a kernel that completes
+  // them after their owner stopped waiting): on, a queue that breaks
+  // reports the reads it had in flight as still to land when it is given
+  // up (IoQueue::Abandon) or dropped, and each lands, filling its buffer
+  // with kLateByte, only at LandLateReads. Off by default.
+  void HoldLateReads(bool on) EXCLUDES(mu_);
+  // Lands the reads so held; returns how many there were.
+  size_t LandLateReads() EXCLUDES(mu_);
+  static constexpr uint8_t kLateByte = 0xa5;
   // Whether a break so armed is still to come.
   bool queue_break_armed() const { return break_at_read_.load() > 0; }
   // Counts a read down to that break: true for the n-th.
@@ -129,6 +139,8 @@ class FaultEnv final : public Env {
   void SlowCompletion() EXCLUDES(hold_mu_);
   void NoteInFlight(uint64_t n);
   void NoteRequest(const IoRequest& r);
+  bool holds_late_reads() EXCLUDES(mu_);
+  void HoldLateRead(void* buf, size_t len) EXCLUDES(mu_);
 
  private:
   struct Rule {
@@ -143,6 +155,12 @@ class FaultEnv final : public Env {
   Mutex mu_;
   uint64_t rng_ GUARDED_BY(mu_);
   Rule rules_[kFaultKinds] GUARDED_BY(mu_);
+  struct LateRead {
+    void* buf;
+    size_t len;
+  };
+  bool hold_late_ GUARDED_BY(mu_) = false;
+  std::vector<LateRead> late_ GUARDED_BY(mu_);
   std::atomic<uint64_t> injected_[kFaultKinds] = {};
   std::atomic<uint64_t> slow_ns_{0};
   Mutex hold_mu_;  // never held with mu_

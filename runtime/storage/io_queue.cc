@@ -22,16 +22,23 @@ class UringQueue final : public IoQueue {
     if (!ready_) return;
     // A request in flight lands in its buffer even after the ring is gone
     // (the kernel ends the ring's requests in the background): dropped with
-    // requests in flight (its caller's queue broke), the queue waits them
-    // out, so that no buffer is written after its owner read it again or
-    // gave it back. Not in a fork child: the ring's completions are the
-    // parent's, and the parent may reap them first. (Requests prepared and
-    // never submitted are dropped with the ring.) At most kDrainWait: a
-    // device that never answers, or a count one too high (a wake poll the
-    // kernel took in a short submit is counted as a request), must not
-    // hang the caller.
-    const auto deadline = std::chrono::steady_clock::now() + kDrainWait;
-    while (in_flight_ > 0 && getpid() == owner_) {
+    // requests in flight, the queue waits them out, so that no buffer is
+    // written after its owner gave it back. An owner that saw the queue
+    // break calls Abandon first and keeps the buffers it names.
+    (void)Abandon(kDrainWait, nullptr);
+    io_uring_queue_exit(&ring_);
+  }
+
+  size_t Abandon(std::chrono::nanoseconds limit, std::vector<IoCompletion>* landed) override {
+    // Not in a fork child: the ring's completions are the parent's, and the
+    // parent may reap them first (the child's copies of the buffers are
+    // its own: the kernel writes the parent's). At most `limit`: a device
+    // that never answers, or a count one too high (a wake poll the kernel
+    // took in a short submit is counted as a request), must not hang the
+    // caller; what is left is reported.
+    if (getpid() != owner_) in_flight_ = 0;
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (in_flight_ > 0) {
       const auto left = deadline - std::chrono::steady_clock::now();
       if (left <= std::chrono::nanoseconds::zero()) break;
       const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
@@ -40,10 +47,16 @@ class UringQueue final : public IoQueue {
       const int rc = io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
       if (rc == -EINTR || rc == -EAGAIN) continue;
       if (rc < 0) break;  // timed out, or nothing more can be learned from this ring
-      if (io_uring_cqe_get_data64(cqe) != kWakeTag) --in_flight_;
+      const uint64_t tag = io_uring_cqe_get_data64(cqe);
+      if (tag != kWakeTag) {
+        --in_flight_;
+        if (landed != nullptr) landed->push_back({tag, cqe->res});
+      }
       io_uring_cqe_seen(&ring_, cqe);
     }
-    io_uring_queue_exit(&ring_);
+    const size_t left = in_flight_;
+    in_flight_ = 0;  // given up: the destructor waits for nothing more
+    return left;
   }
 
   Status Init() {
@@ -219,6 +232,13 @@ class SyncQueue final : public IoQueue {
     out->insert(out->end(), done_.begin(), done_.end());
     done_.clear();
     return Status::Ok();
+  }
+
+  // Every request ran inside Submit: none can land later.
+  size_t Abandon(std::chrono::nanoseconds, std::vector<IoCompletion>* landed) override {
+    if (landed != nullptr) landed->insert(landed->end(), done_.begin(), done_.end());
+    done_.clear();
+    return 0;
   }
 
  private:

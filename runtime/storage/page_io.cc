@@ -51,8 +51,12 @@ void PageIo::Write(const std::vector<Source>& sources, const WrittenFn& written)
       broken = batch_->Wait(1, &done);
       report(done);  // what completed, even when the queue broke
     }
-    // A broken queue is dropped; the next group sets up a new one.
-    if (!broken.ok()) batch_.reset();
+    // A broken queue is dropped (its writes that may still land keep their
+    // slots); the next group sets up a new one.
+    if (!broken.ok()) {
+      (void)batch_->Abandon();
+      batch_.reset();
+    }
   }
   const Status missing = broken.ok() ? Status::Error("the spill write did not complete") : broken;
   for (size_t j = 0; j < sources.size(); ++j) {
@@ -61,7 +65,7 @@ void PageIo::Write(const std::vector<Source>& sources, const WrittenFn& written)
 }
 
 void PageIo::ReadRuns(size_t count, const std::function<RunTarget(size_t)>& next, size_t window,
-                      const RunReadFn& read) {
+                      const RunReadFn& read, const MovedFn& moved) {
   const size_t page = store_->page_size();
   std::vector<RunTarget> runs;
   runs.reserve(count);
@@ -116,7 +120,12 @@ void PageIo::ReadRuns(size_t count, const std::function<RunTarget(size_t)>& next
       }
       if (broken.ok()) queue_more();
     }
-    if (!broken.ok()) batch_.reset();
+    if (!broken.ok()) {
+      // Reads that may still land keep their buffers; theirs are read again
+      // into new ones.
+      for (uint64_t i : batch_->Abandon()) runs[i].dst = moved(i);
+      batch_.reset();
+    }
   }
   // Without a queue (it could not be made, or it broke), what it did not
   // complete: one page at a time.

@@ -80,8 +80,13 @@ class PageIo {
   // the queue broke) is read again a page at a time, so a failure names
   // the page that is lost. A single page goes through the store's own
   // lanes (callers on other threads read in parallel).
+  // A run whose read may still land after its queue broke (the queue was
+  // given up with it in flight: SpillBatch::Abandon) is read again into
+  // the buffer moved(run) returns (same size); the caller never uses the
+  // first one again (KeepForever). moved may return null only to stop.
+  using MovedFn = std::function<uint8_t*(size_t run)>;
   void ReadRuns(size_t count, const std::function<RunTarget(size_t)>& next, size_t window,
-                const RunReadFn& read);
+                const RunReadFn& read, const MovedFn& moved);
   // Drops the pipeline (before the store is destroyed).
   void Reset();
 

@@ -13,8 +13,10 @@
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "runtime/clock.h"
+#include "runtime/mutex.h"
 #include "runtime/numa_place.h"
 #include "runtime/storage/env.h"
 #include "runtime/storage/io_queue.h"
@@ -200,5 +202,31 @@ uint64_t AlignedBuffer::live_bytes() {
 uint64_t AlignedBuffer::peak_bytes() {
   return g_aligned_buffer_peak.load(std::memory_order_relaxed);
 }
+
+namespace {
+
+// Never destroyed (not at exit either: a late read may land then too).
+struct KeptBuffers {
+  Mutex mu;
+  std::vector<AlignedBuffer> buffers GUARDED_BY(mu);
+  std::atomic<uint64_t> bytes{0};
+};
+
+KeptBuffers& Kept() {
+  static auto* kept = new KeptBuffers;
+  return *kept;
+}
+
+}  // namespace
+
+void KeepForever(AlignedBuffer buffer) {
+  if (buffer.data() == nullptr) return;
+  KeptBuffers& kept = Kept();
+  kept.bytes.fetch_add(buffer.size(), std::memory_order_relaxed);
+  MutexLock lock(&kept.mu);
+  kept.buffers.push_back(std::move(buffer));
+}
+
+uint64_t KeptForeverBytes() { return Kept().bytes.load(std::memory_order_relaxed); }
 
 }  // namespace kvtier

@@ -21,25 +21,65 @@ SpillBatch::SpillBatch(SpillStore* store, std::unique_ptr<IoQueue> queue, unsign
 
 SpillBatch::~SpillBatch() {
   // Finish what the device holds so no buffer is freed under a request;
-  // never start what is only queued.
+  // never start what is only queued. A queue that broke is given up.
   queued_.clear();
   while (in_flight_ > 0 && Pump(false).ok()) {
   }
-  queue_.reset();  // waits out what is left, unregisters the bounce buffers
+  if (in_flight_ > 0) (void)Abandon();
+  queue_.reset();  // unregisters the bounce buffers
   // Nobody will learn where these pages went: give their slots back.
   for (const SpillCompletion& c : done_) {
     if (c.kind == IoKind::kWrite && c.status.ok()) store_->Free(c.slot.index);
   }
-  if (in_flight_ > 0) {
-    // The queue broke with writes in flight: their slots were never filled.
-    std::vector<bool> free_lane(lanes_.size(), false);
-    for (unsigned lane : free_lanes_) free_lane[lane] = true;
-    for (unsigned lane = 0; lane < lanes_.size(); ++lane) {
-      if (!free_lane[lane] && lanes_[lane].kind == IoKind::kWrite) {
-        store_->ReleaseSlot(lanes_[lane].slot);
-      }
-    }
+}
+
+std::vector<uint64_t> SpillBatch::Abandon() {
+  queued_.clear();
+  if (in_flight_ == 0) return {};
+  std::vector<bool> busy(lanes_.size(), true);
+  for (unsigned lane : free_lanes_) busy[lane] = false;
+  std::vector<IoCompletion> landed;
+  const size_t left = queue_->Abandon(kDrainWait, &landed);
+  // What came back is not looked at (the caller reads it again): those
+  // requests can no longer write anything.
+  std::vector<bool> may_land(lanes_.size(), left > 0);
+  for (const IoCompletion& c : landed) {
+    if (c.user_data < may_land.size()) may_land[c.user_data] = false;
   }
+  std::vector<uint64_t> unsafe;
+  bool keep_bounce = false;
+  size_t kept_slots = 0;
+  for (unsigned lane = 0; lane < lanes_.size(); ++lane) {
+    if (!busy[lane]) continue;
+    const Op& op = lanes_[lane];
+    if (!may_land[lane]) {
+      // A write that never completed for anyone: its slot was never filled.
+      if (op.kind == IoKind::kWrite) store_->ReleaseSlot(op.slot);
+    } else if (op.kind == IoKind::kWrite) {
+      // It may still write its slot: the slot is never handed out again.
+      ++kept_slots;
+      keep_bounce = keep_bounce || op.bounce;
+    } else if (op.bounce) {
+      keep_bounce = true;  // op.dst is written only from the bounce buffer, here
+    } else {
+      unsafe.push_back(op.tag);
+    }
+    free_lanes_.push_back(lane);
+  }
+  in_flight_ = 0;
+  if (left > 0) {
+    Log(0,
+        "disk tier: a broken I/O queue of the %s still had %zu requests in flight when given up "
+        "(after up to %lld s); "
+        "their buffers are never reused (%zu reads) and %zu spill slots are never handed out again",
+        store_->file_description().c_str(), left, static_cast<long long>(kDrainWait.count()),
+        unsafe.size(), kept_slots);
+  }
+  if (keep_bounce) {
+    for (AlignedBuffer& b : bounce_) KeepForever(std::move(b));
+    bounce_.clear();
+  }
+  return unsafe;
 }
 
 void SpillBatch::AddWrite(const void* src, size_t len, uint64_t tag, PagePlace place) {

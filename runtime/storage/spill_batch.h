@@ -13,6 +13,7 @@
 // Thread-safety: single-owner; one thread at a time. Destroy before the store.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -28,8 +29,9 @@ namespace kvtier {
 
 class SpillBatch {
  public:
-  // Waits for requests in flight (their buffers are ours); the slots of
-  // writes whose completion no caller took are given back.
+  // Waits for requests in flight (their buffers are ours), or gives a
+  // broken queue up (Abandon); the slots of writes whose completion no
+  // caller took are given back.
   ~SpillBatch();
   SpillBatch(const SpillBatch&) = delete;
   SpillBatch& operator=(const SpillBatch&) = delete;
@@ -61,6 +63,14 @@ class SpillBatch {
   // Waits until a request completes or the wake descriptor is written (new
   // work for the caller), then appends every completed one (maybe none).
   Status WaitAny(std::vector<SpillCompletion>* out);
+  // Gives the batch up after Wait or WaitAny failed (its queue broke):
+  // waits at most kDrainWait for the requests in flight, and returns the
+  // tags of reads that may still write their destination after it (none
+  // when all came back). The caller reads those pages again into other
+  // buffers and never uses those destinations again (KeepForever). No
+  // completion of what was in flight is reported; the slot of a write that
+  // may still land is never handed out again. Then drop the batch.
+  std::vector<uint64_t> Abandon();
   // The eventfd that ends a WaitAny early (see IoQueue::SetWakeFd).
   Status SetWakeFd(int fd);
   // Queued + in flight + completed but not yet returned by Wait.
@@ -84,6 +94,9 @@ class SpillBatch {
     bool bounce = false;  // the I/O goes through bounce_[lane]
     uint32_t io_len = 0;  // len rounded up for O_DIRECT
   };
+
+  // The most Abandon waits for a broken queue's requests in flight.
+  static constexpr std::chrono::seconds kDrainWait{2};
 
   SpillBatch(SpillStore* store, std::unique_ptr<IoQueue> queue, unsigned depth);
   bool NeedsBounce(IoKind kind, const void* p, size_t len) const;

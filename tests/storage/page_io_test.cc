@@ -80,8 +80,20 @@ class PageIoTest : public ::testing::Test {
           got[static_cast<uint32_t>(i) * kRun + k].push_back(status);
           if (k + 1 == kRun) open -= kRun * kTestPage;
           if (on_page) on_page(i, k);
+        },
+        [&](size_t i) {
+          AlignedBuffer& fresh = moved_[i];
+          fresh = AlignedBuffer::Allocate(kRun * kTestPage).value();
+          return fresh.data();
         });
     return got;
+  }
+
+  // Where page p's bytes ended up: its run's new buffer if it was moved.
+  const uint8_t* PageAt(uint32_t p) const {
+    auto it = moved_.find(p / kRun);
+    if (it == moved_.end()) return dst_.data() + p * kTestPage;
+    return it->second.data() + (p % kRun) * kTestPage;
   }
 
   TempDir tmp_;
@@ -93,6 +105,7 @@ class PageIoTest : public ::testing::Test {
   std::vector<SpillSlot> slots_;
   std::vector<uint64_t> checksums_;
   AlignedBuffer dst_;
+  std::map<size_t, AlignedBuffer> moved_;  // runs read again into new buffers
 };
 
 TEST_F(PageIoTest, RunsComeBackWholeWithAtMostAWindowQueued) {
@@ -162,6 +175,33 @@ TEST_F(PageIoTest, AQueueThatBreaksMidWayHasWhatItDidNotCompleteReadPageByPage) 
   ASSERT_EQ(got.size(), kPages);
   for (uint32_t p = 0; p < kPages; ++p) EXPECT_TRUE(got.at(p)[0].ok()) << p;
   EXPECT_EQ(env_.requests(IoKind::kRead) - before, kPages / kRun);
+}
+
+TEST_F(PageIoTest, AReadThatMayStillLandAfterItsQueueBrokeNeverHasItsBufferUsedAgain) {
+  // The queue breaks with runs in flight, and the kernel completes them
+  // only after the owner stopped waiting (HoldLateReads): each lands later,
+  // over whatever its buffer holds then. Their runs are read again into new
+  // buffers; the bytes handed on stay right after the late reads land.
+  env_.HoldLateReads(true);
+  size_t most_open = 0;
+  auto got = ReadBack(2 * kRun * kTestPage, &most_open, [&](size_t i, uint32_t k) {
+    if (i == 0 && k + 1 == kRun) env_.BreakQueueAtRead(1);
+  });
+  EXPECT_FALSE(env_.queue_break_armed()) << "no queue took the break";
+  const size_t late = env_.LandLateReads();
+  ASSERT_GE(late, 1u) << "no read was in flight when the queue broke";
+  EXPECT_EQ(moved_.size(), late) << "each run a late read may write moves to a new buffer";
+  ASSERT_EQ(got.size(), kPages);
+  for (uint32_t p = 0; p < kPages; ++p) {
+    ASSERT_EQ(got.at(p).size(), 1u) << "page " << p;
+    EXPECT_TRUE(got.at(p)[0].ok()) << "page " << p << ": " << got.at(p)[0].message();
+    EXPECT_EQ(memcmp(PageAt(p), pages_[p].data(), kTestPage), 0)
+        << "page " << p << " was overwritten by a read that landed late";
+  }
+  // The late reads did land: in the buffers given up.
+  for (const auto& [run, buffer] : moved_) {
+    EXPECT_EQ(dst_.data()[run * kRun * kTestPage], FaultEnv::kLateByte) << "run " << run;
+  }
 }
 
 }  // namespace

@@ -470,6 +470,18 @@ void UvmDevice::RestoreLocked(const std::vector<PageKey>& pages) {
         copies.Copy(reinterpret_cast<void*>(region.PageAddr(first.page)), run.buffer.data(),
                     run.pages * region.page_size,
                     [this, &run] { scratch_.Return(std::move(run.buffer)); });
+      },
+      [&](size_t i) {
+        // A read of a broken queue may still land in the run's buffer.
+        Run& run = runs[i];
+        const Region& region = *jobs[run.job].r->region;
+        KeepForever(std::move(run.buffer));
+        run.buffer = scratch_.Take(run.pages * region.page_size);
+        if (run.buffer.data() == nullptr) {
+          StopOnLostPage(*store_, region.id, region.tag, jobs[run.job].page,
+                         Status::Error("no memory for a buffer to read it into"));
+        }
+        return run.buffer.data();
       });
   for (size_t j : zeros) add_to_map(jobs[j], 1);
   map_added();

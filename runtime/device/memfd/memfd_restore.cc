@@ -715,6 +715,11 @@ void MemfdDevice::RestoreLoop() {
   AlignedBuffer slab;
   bool no_slab = false;  // it could not be made: faults read their pages
   std::vector<uint8_t*> free_chunks;
+  // Chunks made after a broken queue kept some of the slab's; with
+  // chunks_kept, the slab and these are kept to the end of the process
+  // (KeepForever): a read of the broken queue may still land in one.
+  std::vector<AlignedBuffer> spare_chunks;
+  bool chunks_kept = false;
   // The slab is made once the store holds a page (so before the first
   // return, and without the device lock: filling 16 MiB of new memory took
   // tens of milliseconds here, and made at the first read it held the
@@ -1001,17 +1006,32 @@ void MemfdDevice::RestoreLoop() {
       Status broken = batch->WaitAny(&done);
       if (!broken.ok()) {
         // The queue broke: reads it did not complete are read page by page
-        // (copies are dropped), and the next ones get a new queue. Dropped
-        // first: that waits out its reads still in flight, which would
-        // otherwise land in their chunks after the page-by-page reads.
+        // (copies are dropped), and the next ones get a new queue. Given up
+        // first: that waits out its reads still in flight. A chunk that one
+        // may still write after that is never used again (the slab is kept
+        // to the end), and its pages are read into a new chunk.
         Log(0, "simulated GPU: restore pipeline: %s", broken.message().c_str());
         std::vector<bool> reported(ops.size(), false);
         for (const SpillCompletion& c : done) reported[c.tag] = true;
+        for (uint64_t i : batch->Abandon()) {
+          chunks_kept = true;
+          Result<AlignedBuffer> fresh = AlignedBuffer::Allocate(size_t{run_pages} * page_size);
+          ops[i].chunk = fresh.ok() ? fresh.value().data() : nullptr;
+          if (fresh.ok()) spare_chunks.push_back(std::move(fresh).value());
+        }
         batch.reset();
         for (size_t i = 0; i < ops.size(); ++i) {
           Op& op = ops[i];
           if (op.kind == Op::Kind::kFree || reported[i]) continue;
-          if (op.kind == Op::Kind::kCopy) {
+          if (op.kind == Op::Kind::kRead && op.chunk == nullptr) {
+            // No memory for a new chunk: the pages wait for their faults.
+            SpillCompletion c;
+            c.tag = i;
+            c.kind = IoKind::kRead;
+            c.failure = ReadFailure::kBadRequest;
+            c.status = Status::Error("no memory for a read buffer");
+            done.push_back(std::move(c));
+          } else if (op.kind == Op::Kind::kCopy) {
             SpillCompletion c;
             c.tag = i;
             c.kind = IoKind::kWrite;
@@ -1045,11 +1065,12 @@ void MemfdDevice::RestoreLoop() {
         op.chunk = nullptr;
       } else if (c.failure == ReadFailure::kBadRequest) {
         // A run the store would bounce: its pages wait for their faults,
-        // and later restores read one page at a time.
-        if (op.count > 1) runs = false;
+        // and later restores read one page at a time. (Without a chunk:
+        // none could be had after a broken queue; the next runs may go.)
+        if (op.count > 1 && op.chunk != nullptr) runs = false;
         MutexLock lock(&mu_);
         AbandonRunLocked(*op.r, op.first, op.count);
-        free_chunks.push_back(op.chunk);
+        if (op.chunk != nullptr) free_chunks.push_back(op.chunk);
         op.chunk = nullptr;
         op.region.reset();
       } else {
@@ -1095,6 +1116,10 @@ void MemfdDevice::RestoreLoop() {
       installs.queued.Signal();
     }
     installer->join();
+  }
+  if (chunks_kept) {
+    KeepForever(std::move(slab));
+    for (AlignedBuffer& b : spare_chunks) KeepForever(std::move(b));
   }
 }
 
