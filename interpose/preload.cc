@@ -31,6 +31,9 @@ Mode DecideMode() {
 __attribute__((constructor)) void PreloadInit() {
   HookScope scope;
   (void)Runtime::ProcessOptions();
+  // Now, before the program's constructors register their exit handlers
+  // and destructors: the spill key is wiped after they ran.
+  Runtime::WipeKeyAtProcessExit();
 }
 
 }  // namespace

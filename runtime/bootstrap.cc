@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <new>
 
 #include "policies/registry.h"
@@ -51,6 +52,11 @@ std::atomic<bool> g_init_done{false};
 
 void ShutdownAtExit() {
   if (Runtime* rt = g_runtime.load(std::memory_order_acquire)) rt->Shutdown();
+}
+
+// Runs after ShutdownAtExit (registered before it): the key goes last.
+void WipeSpillKeyAtExit(int status, void*) {
+  if (Runtime* rt = g_runtime.load(std::memory_order_acquire)) rt->WipeKeyAtExit(status);
 }
 
 // The backend's fork steps around the child's reset (Device::BeforeFork).
@@ -298,8 +304,16 @@ Runtime* Runtime::Get() {
   }
   g_runtime.store(rt, std::memory_order_release);
   g_init_done.store(true, std::memory_order_release);
-  if (rt) atexit(ShutdownAtExit);
+  if (rt) {
+    WipeKeyAtProcessExit();  // a program that links kvtier: before ShutdownAtExit
+    atexit(ShutdownAtExit);
+  }
   return rt;
+}
+
+void Runtime::WipeKeyAtProcessExit() {
+  static std::once_flag once;
+  std::call_once(once, [] { on_exit(WipeSpillKeyAtExit, nullptr); });
 }
 
 }  // namespace kvtier

@@ -541,6 +541,10 @@ void Runtime::Shutdown() {
   if (options_.stats_file != "none") WriteStatsFile(options_.stats_file);
 }
 
+void Runtime::WipeKeyAtExit(int status) {
+  if (store_) store_->WipeKeyAtExit(status);
+}
+
 void Runtime::WriteStatsFile(const std::string& path) {
   std::string json = "{\"pid\": " + std::to_string(getpid()) + ", \"backend\": \"" +
                      device_->kind() + "\", \"policy\": \"" + policy_->name() +

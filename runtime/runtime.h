@@ -58,6 +58,10 @@ class Runtime : public DeviceEvents {
   // The process's options, parsed from the environment on first use (the
   // library constructor calls it so a bad value stops the process at start).
   static const Options& ProcessOptions();
+  // Registers the exit handler that wipes the spill key (WipeKeyAtExit),
+  // once: the library constructor calls it, so that the handler runs after
+  // those the program registers (exit runs them last registered first).
+  static void WipeKeyAtProcessExit();
 
   // Opens the disk tier on its first call (later calls return the same):
   // null when KVTIER_DISK_BUDGET=0 or the store could not open (one
@@ -156,6 +160,9 @@ class Runtime : public DeviceEvents {
   // Stops the policy thread, publishes the final stats, prints them when
   // KVTIER_SHOW_STATS=1, removes the stats segment. Idempotent.
   void Shutdown();
+  // At the process's exit, after Shutdown: wipes the spill key (see
+  // SpillStore::WipeKeyAtExit); `status` is the status the process exits with.
+  void WipeKeyAtExit(int status);
   // Formats the statistics a person reads at exit (KVTIER_SHOW_STATS=1).
   std::string SummaryText();
   // Writes every counter as one JSON object (KVTIER_STATS_FILE).

@@ -53,6 +53,8 @@ Status TagMismatch() {
       "slot or replayed from an older write)");
 }
 
+Status KeyWiped() { return Status::Error("the spill key was wiped: the process is exiting"); }
+
 std::string OpenSslError(const char* what) {
   char text[256];
   ERR_error_string_n(ERR_get_error(), text, sizeof text);
@@ -188,6 +190,19 @@ Result<std::unique_ptr<PageCipher>> PageCipher::CreateWith(CipherLib lib, const 
   return c;
 }
 
+void PageCipher::Wipe() {
+  WriterMutexLock lock(&key_mu_);
+  if (wiped_ || key_ == nullptr) return;
+  // The key and, after it, intel-ipsec-mb's expanded key.
+  OPENSSL_cleanse(key_, static_cast<size_t>(sysconf(_SC_PAGESIZE)));
+  wiped_ = true;
+}
+
+bool PageCipher::wiped() const {
+  ReaderMutexLock lock(&key_mu_);
+  return wiped_;
+}
+
 PageCipher::~PageCipher() {
   EVP_CIPHER_free(aes_gcm_);
   if (key_ != nullptr) {
@@ -250,6 +265,8 @@ Status PageCipher::OpenWithIpsecMb(const SealId& id, uint8_t* data, size_t len,
 
 Status PageCipher::Seal(const SealId& id, const uint8_t* src, uint8_t* dst, size_t len,
                         uint8_t tag[kSealTagBytes]) const {
+  ReaderMutexLock lock(&key_mu_);
+  if (wiped_) return KeyWiped();
 #ifdef KVTIER_HAVE_IPSEC_MB
   if (mb_ != nullptr) return SealWithIpsecMb(id, src, dst, len, tag);
 #endif
@@ -287,6 +304,8 @@ Status PageCipher::Seal(const SealId& id, const uint8_t* src, uint8_t* dst, size
 
 Status PageCipher::Open(const SealId& id, uint8_t* data, size_t len,
                         const uint8_t tag[kSealTagBytes]) const {
+  ReaderMutexLock lock(&key_mu_);
+  if (wiped_) return KeyWiped();
 #ifdef KVTIER_HAVE_IPSEC_MB
   if (mb_ != nullptr) return OpenWithIpsecMb(id, data, len, tag);
 #endif
@@ -309,6 +328,9 @@ Status PageCipher::Open(const SealId& id, uint8_t* data, size_t len,
   return Status::Ok();
 }
 
-void PageCipher::CopyKeyForTest(uint8_t out[32]) const { memcpy(out, key_, kKeyBytes); }
+void PageCipher::CopyKeyForTest(uint8_t out[32]) const {
+  ReaderMutexLock lock(&key_mu_);
+  memcpy(out, key_, kKeyBytes);
+}
 
 }  // namespace kvtier

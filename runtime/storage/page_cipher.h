@@ -33,6 +33,7 @@
 #include <memory>
 #include <string>
 
+#include "runtime/mutex.h"
 #include "runtime/status.h"
 
 typedef struct evp_cipher_st EVP_CIPHER;
@@ -102,6 +103,11 @@ class PageCipher {
   std::string lib_name() const;
   // For tests that look for the key where it must not be: copies it to out.
   void CopyKeyForTest(uint8_t out[32]) const;
+  // Wipes the key and intel-ipsec-mb's expanded key, once the seals and
+  // opens under way end; every later Seal and Open fails. For the process's
+  // exit, where the cipher is never destroyed (threads may still call it).
+  void Wipe() EXCLUDES(key_mu_);
+  bool wiped() const EXCLUDES(key_mu_);
 
  private:
   PageCipher() = default;
@@ -111,6 +117,9 @@ class PageCipher {
   Status OpenWithIpsecMb(const SealId& id, uint8_t* data, size_t len,
                          const uint8_t tag[kSealTagBytes]) const;
 
+  // Held shared by Seal and Open while they use the key, alone by Wipe.
+  mutable SharedMutex key_mu_;
+  bool wiped_ GUARDED_BY(key_mu_) = false;
   uint8_t* key_ = nullptr;  // its own page: locked, not dumped
   bool locked_ = false;
   EVP_CIPHER* aes_gcm_ = nullptr;  // OpenSSL's

@@ -1,6 +1,8 @@
 // PageIo, IsAllZero and ScratchPool: see page_io.h.
 #include "runtime/storage/page_io.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -22,6 +24,18 @@ bool IsAllZero(const uint8_t* bytes, size_t len) {
 
 void StopOnLostPage(const SpillStore& store, uint32_t region_id, const std::string& tag,
                     uint32_t page, const Status& why) {
+  int status = 0;
+  if (store.exiting(&status)) {
+    // The process is exiting and its spill key is wiped: a thread still
+    // running (or a later exit handler) needed a spilled page. The process
+    // ends now with the status it was exiting with; nothing is lost that
+    // the exit would have kept.
+    Log(1,
+        "disk tier: region %u (%s) page %u was needed after the spill key was wiped at exit; "
+        "the process ends now with status %d",
+        region_id, tag.c_str(), page, status);
+    _exit(status);
+  }
   Log(0,
       "disk tier: stopping the process: region %u (%s) page %u cannot be restored from the %s: %s",
       region_id, tag.c_str(), page, store.file_description().c_str(), why.message().c_str());

@@ -464,8 +464,23 @@ void SpillStore::OnWriteDone(size_t len) {
   }
 }
 
+void SpillStore::WipeKeyAtExit(int status) {
+  exit_status_.store(status, std::memory_order_relaxed);
+  exiting_.store(true, std::memory_order_release);
+  if (!cipher_) return;
+  cipher_->Wipe();
+  Log(1, "disk tier: spill key wiped at exit (the process exits with status %d)", status);
+}
+
+bool SpillStore::exiting(int* status) const {
+  if (!exiting_.load(std::memory_order_acquire)) return false;
+  *status = exit_status_.load(std::memory_order_relaxed);
+  return true;
+}
+
 void SpillStore::OnWriteFailed(const std::string& why) {
   Counters::Add(counters_->spill_errors);
+  if (exiting_.load(std::memory_order_acquire)) return;  // no warning as the process exits
   uint64_t now = env_->NowNanos();
   MutexLock lock(&mu_);
   EnterDegradedLocked(now, why);
@@ -488,6 +503,7 @@ void SpillStore::EnterDegradedLocked(uint64_t now_ns, const std::string& why) {
 }
 
 bool SpillStore::writable(uint64_t now_ns) const {
+  if (exiting_.load(std::memory_order_acquire)) return false;
   MutexLock lock(&mu_);
   return !degraded_ || now_ns >= retry_at_ns_;
 }

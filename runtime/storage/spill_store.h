@@ -31,6 +31,7 @@
 // destroyed before its store.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -169,8 +170,18 @@ class SpillStore {
   Result<std::unique_ptr<SpillBatch>> NewBatch();
   Result<std::unique_ptr<SpillBatch>> NewBatch(unsigned depth);
 
+  // For the process's exit, after the runtime's shutdown (nothing is
+  // destroyed then: other threads may still run): wipes the key of an
+  // encrypting store and takes no more writes. A page read after it cannot
+  // be opened: StopOnLostPage then ends the process with `status`, the
+  // status it is exiting with.
+  void WipeKeyAtExit(int status);
+  // Whether WipeKeyAtExit ran; the status it was given.
+  bool exiting(int* status) const;
+
   // False while the store backs off after a write error (then Write fails
-  // at once); true again from the retry time on. A success clears it.
+  // at once), true again from the retry time on (a success clears it);
+  // false for good after WipeKeyAtExit.
   bool writable(uint64_t now_ns) const;
   bool writable() const { return writable(env_->NowNanos()); }
 
@@ -251,6 +262,8 @@ class SpillStore {
   uint32_t copy_slots_ GUARDED_BY(mu_) = 0;
   uint64_t file_bytes_ GUARDED_BY(mu_) = 0;  // bytes reserved with fallocate
   bool degraded_ GUARDED_BY(mu_) = false;
+  std::atomic<bool> exiting_{false};  // WipeKeyAtExit ran
+  std::atomic<int> exit_status_{0};
   uint64_t retry_at_ns_ GUARDED_BY(mu_) = 0;
   uint64_t backoff_ns_ GUARDED_BY(mu_) = 0;
   std::string last_error_ GUARDED_BY(mu_);

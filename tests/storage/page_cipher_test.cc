@@ -86,6 +86,32 @@ TEST_P(PageCipherTest, ASealedPageHoldsNoneOfItsBytesAndOpensBackExactly) {
   EXPECT_EQ(in_place, page);
 }
 
+TEST_P(PageCipherTest, AWipedKeyIsZeroesAndNoPageSealsOrOpensAfter) {
+  auto cipher = MakeCipher();
+  ASSERT_TRUE(cipher);
+  const std::vector<uint8_t> page = Pattern(kTestPage, 8);
+  std::vector<uint8_t> sealed(kTestPage);
+  uint8_t tag[kSealTagBytes];
+  const SealId id{1, 1, {2, 3}};
+  ASSERT_TRUE(cipher->Seal(id, page.data(), sealed.data(), kTestPage, tag).ok());
+  const uint8_t zeros[kCipherKeyBytes] = {};
+  uint8_t key[kCipherKeyBytes];
+  cipher->CopyKeyForTest(key);
+  ASSERT_NE(memcmp(key, zeros, sizeof key), 0) << "the control: a key before the wipe";
+  EXPECT_FALSE(cipher->wiped());
+
+  cipher->Wipe();
+  EXPECT_TRUE(cipher->wiped());
+  cipher->CopyKeyForTest(key);
+  EXPECT_EQ(memcmp(key, zeros, sizeof key), 0) << "the key is still in memory";
+  std::vector<uint8_t> opened = sealed;
+  const Status open = cipher->Open(id, opened.data(), kTestPage, tag);
+  EXPECT_FALSE(open.ok());
+  EXPECT_NE(open.message().find("wiped"), std::string::npos) << open.message();
+  EXPECT_FALSE(cipher->Seal(id, page.data(), sealed.data(), kTestPage, tag).ok());
+  cipher->Wipe();  // twice is fine
+}
+
 TEST_P(PageCipherTest, PagesOfAnyLengthOpenBackExactly) {
   // Seal goes through a small chunk: lengths around and across its size,
   // a short page, and a 2 MiB page.
@@ -352,6 +378,29 @@ TEST_F(SealedStoreTest, TheFileHoldsNoTraceOfTheSpilledPagesInTheClear) {
     }
     store_.reset();
   }
+}
+
+TEST_F(SealedStoreTest, APageNeededAfterTheKeyIsWipedAtExitEndsTheProcessWithItsStatus) {
+  Open(4);
+  const SpillSlot a = Write(1, {7, 0});
+  std::vector<uint8_t> back;
+  ReadFailure why;
+  ASSERT_TRUE(Read(a, {7, 0}, &why, &back).ok()) << "the control: it reads before the wipe";
+  int status = -1;
+  EXPECT_FALSE(store_->exiting(&status));
+  ASSERT_TRUE(store_->writable());
+
+  store_->WipeKeyAtExit(3);
+  ASSERT_TRUE(store_->exiting(&status));
+  EXPECT_EQ(status, 3);
+  EXPECT_TRUE(store_->cipher()->wiped());
+  EXPECT_FALSE(store_->writable()) << "writes go on after the wipe";
+  const Status read = Read(a, {7, 0}, &why, &back);
+  ASSERT_FALSE(read.ok());
+  // The restore paths stop on such a page: at exit that is the exit's own
+  // status, not an abort.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(StopOnLostPage(*store_, 7, "kv", 0, read), ::testing::ExitedWithCode(3), "");
 }
 
 TEST_F(SealedStoreTest, AFlippedBitAPageCopiedOverAnotherAndAnOldCopyAreCaught) {
