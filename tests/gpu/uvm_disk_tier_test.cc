@@ -51,8 +51,10 @@ class UvmDiskTierTest : public ::testing::Test {
   }
 
   void Start(UvmDeviceConfig::Watch watch = UvmDeviceConfig::Watch::kCaller,
-             uint32_t disk_pages = 64, bool batch_calls = true) {
-    auto store = SpillStore::Create(SmallConfig(dir_.path(), disk_pages, kPage), &env_, &counters_);
+             uint32_t disk_pages = 64, bool batch_calls = true, bool encrypt = true) {
+    SpillStoreConfig store_config = SmallConfig(dir_.path(), disk_pages, kPage);
+    store_config.encrypt = encrypt;
+    auto store = SpillStore::Create(store_config, &env_, &counters_);
     ASSERT_TRUE(store.ok()) << store.status().message();
     store_ = std::move(store).value();
     UvmDeviceConfig config;
@@ -168,21 +170,27 @@ TEST_F(UvmDiskTierTest, AnIdleProcessIsSealedAndALaunchWaitsUntilEveryByteIsBack
 }
 
 // Encryption is on by default: the spill file's blocks hold none of the
-// engine's bytes, and every byte comes back.
+// engine's bytes, and every byte comes back. The control, a store in the
+// clear, shows the search finds them where they are.
 TEST_F(UvmDiskTierTest, SpilledPagesLeaveNoTraceOfTheirBytesOnDisk) {
-  Start();
-  ASSERT_TRUE(store_->encrypts());
-  RegionPtr r = MakeRegion();
-  dev_->CheckIdle();
-  ASSERT_TRUE(dev_->sealed());
-  for (const Status& s : SpillAll(*r)) EXPECT_TRUE(s.ok()) << s.message();
-  for (uint32_t p = 0; p < kPages; ++p) {
-    ASSERT_EQ(TierOf(*r, p), Tier::kDisk);
-    const std::vector<uint8_t>& bytes = Bytes(Seed(r->id, p));
-    EXPECT_FALSE(storage_test::SpillFileHolds(*store_, bytes.data() + 4096, 64)) << "page " << p;
+  for (const bool encrypt : {true, false}) {
+    SCOPED_TRACE(encrypt ? "encrypted" : "in the clear (the control)");
+    dev_.reset();  // the last pass's, before its store
+    Start(UvmDeviceConfig::Watch::kCaller, 64, true, encrypt);
+    ASSERT_EQ(store_->encrypts(), encrypt);
+    RegionPtr r = MakeRegion();
+    dev_->CheckIdle();
+    ASSERT_TRUE(dev_->sealed());
+    for (const Status& s : SpillAll(*r)) EXPECT_TRUE(s.ok()) << s.message();
+    for (uint32_t p = 0; p < kPages; ++p) {
+      ASSERT_EQ(TierOf(*r, p), Tier::kDisk);
+      const std::vector<uint8_t>& bytes = Bytes(Seed(r->id, p));
+      EXPECT_EQ(storage_test::SpillFileHolds(*store_, bytes.data() + 4096, 64), !encrypt)
+          << "page " << p;
+    }
+    EXPECT_TRUE(Launch(*r, {0, 1, 2, 3, 4, 5, 6, 7}));
+    EXPECT_EQ(Count(counters_.checksum_mismatches), 0u);
   }
-  EXPECT_TRUE(Launch(*r, {0, 1, 2, 3, 4, 5, 6, 7}));
-  EXPECT_EQ(Count(counters_.checksum_mismatches), 0u);
 }
 
 TEST_F(UvmDiskTierTest, NoSealWhileASubmissionIsInFlight) {

@@ -35,8 +35,9 @@ class SimDiskTest : public SimDeviceTest {
   // A store of `slots` pages in the scratch directory, over env_, counting
   // into the device's counters. Backoff is short; tests that need to pass
   // it use env_'s manual clock.
-  SpillStore* MakeStore(uint32_t slots, size_t page = kPage) {
+  SpillStore* MakeStore(uint32_t slots, size_t page = kPage, bool encrypt = true) {
     SpillStoreConfig config = storage_test::SmallConfig(dir_.path(), slots, page);
+    config.encrypt = encrypt;
     config.backoff_min_ns = 1'000'000;
     config.backoff_max_ns = 8'000'000;
     Result<std::unique_ptr<SpillStore>> store = SpillStore::Create(config, &env_, &counters_);

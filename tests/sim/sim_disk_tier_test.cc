@@ -76,34 +76,37 @@ TEST_F(SimDiskTest, SpilledPagesLeaveMemoryAndComeBackOnATouchFromAnotherThread)
 
 // Encryption is on by default: the spill file's blocks hold none of the
 // pages' bytes, on the simulated GPU and on the host backend alike, and
-// every byte comes back.
+// every byte comes back. The control, a store in the clear, shows the
+// search finds them where they are.
 TEST_F(SimDiskTest, SpilledPagesLeaveNoTraceOfTheirBytesOnDisk) {
-  for (const char* kind : {"sim", "host"}) {
-    SCOPED_TRACE(kind);
-    SpillStore* store = MakeStore(16);
-    ASSERT_TRUE(store);
-    ASSERT_TRUE(store->encrypts());
-    MemfdDeviceConfig config;
-    config.kind = kind;
-    auto dev = MakeDevice(8 * kPage, 1, false, store, config);
-    ASSERT_TRUE(dev);
-    RegionPtr region = HostRegion(*dev, 3, 4);
-    ASSERT_TRUE(region);
-    Region& r = *region;
-    for (uint32_t p = 0; p < 4; ++p) ASSERT_TRUE(dev->Spill(r, p).ok());
-    std::vector<uint8_t> bytes(kPage);
-    for (uint32_t p = 0; p < 4; ++p) {
-      ASSERT_EQ(TierOf(r, p), Tier::kDisk);
-      WritePattern(bytes.data(), kPage, Seed(p, 1));
-      EXPECT_FALSE(storage_test::SpillFileHolds(*store, bytes.data() + 4096, 64)) << "page " << p;
+  for (const bool encrypt : {true, false})
+    for (const char* kind : {"sim", "host"}) {
+      SCOPED_TRACE(std::string(kind) + (encrypt ? ", encrypted" : ", in the clear (the control)"));
+      SpillStore* store = MakeStore(16, kPage, encrypt);
+      ASSERT_TRUE(store);
+      ASSERT_EQ(store->encrypts(), encrypt);
+      MemfdDeviceConfig config;
+      config.kind = kind;
+      auto dev = MakeDevice(8 * kPage, 1, false, store, config);
+      ASSERT_TRUE(dev);
+      RegionPtr region = HostRegion(*dev, 3, 4);
+      ASSERT_TRUE(region);
+      Region& r = *region;
+      for (uint32_t p = 0; p < 4; ++p) ASSERT_TRUE(dev->Spill(r, p).ok());
+      std::vector<uint8_t> bytes(kPage);
+      for (uint32_t p = 0; p < 4; ++p) {
+        ASSERT_EQ(TierOf(r, p), Tier::kDisk);
+        WritePattern(bytes.data(), kPage, Seed(p, 1));
+        EXPECT_EQ(storage_test::SpillFileHolds(*store, bytes.data() + 4096, 64), !encrypt)
+            << "page " << p;
+      }
+      for (uint32_t p = 0; p < 4; ++p) {
+        EXPECT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << "page " << p;
+      }
+      EXPECT_EQ(Get(counters_.checksum_mismatches), 0u);
+      region.reset();
+      dev.reset();  // before the next MakeStore replaces its store
     }
-    for (uint32_t p = 0; p < 4; ++p) {
-      EXPECT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << "page " << p;
-    }
-    EXPECT_EQ(Get(counters_.checksum_mismatches), 0u);
-    region.reset();
-    dev.reset();  // before the next MakeStore replaces its store
-  }
 }
 
 TEST_F(SimDiskTest, SpillMovesOnlyHostPages) {
