@@ -269,25 +269,36 @@ Status SpillStore::Read(uint32_t slot, void* dst, size_t len, uint64_t expected_
 Status SpillStore::ReadInForkChild(uint32_t slot, void* dst, uint64_t expected_checksum,
                                    PagePlace place) const {
   const size_t len = config_.page_size;
-  size_t done = 0;
-  while (done < len) {
-    const ssize_t n = pread(fd_, static_cast<uint8_t*>(dst) + done, len - done,
-                            static_cast<off_t>(SlotOffset(slot) + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      return Status::Errorf("reading slot %u of the spill file: %s", slot,
-                            n < 0 ? strerror(errno) : "short read");
+  // Through the Env's synchronous queue (it allocates, and takes no lock);
+  // tried twice, as Read is: a bad read is not the page's loss.
+  std::unique_ptr<IoQueue> queue = env_->NewSyncQueue(1);
+  IoRequest req;
+  req.kind = IoKind::kRead;
+  req.fd = fd_;
+  req.buf = dst;
+  req.len = static_cast<uint32_t>(len);
+  req.offset = SlotOffset(slot);
+  const std::string where = "slot " + std::to_string(slot) + " of the spill file";
+  Status last;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::vector<IoCompletion> done;
+    last = queue->Submit(&req, 1);
+    if (last.ok()) last = queue->Wait(1, &done);
+    if (!last.ok()) continue;
+    if (done.empty() || done[0].result != static_cast<int64_t>(len)) {
+      const int64_t result = done.empty() ? 0 : done[0].result;
+      last = Status::Errorf("reading %s: %s", where.c_str(),
+                            result < 0 ? strerror(static_cast<int>(-result)) : "short read");
+      continue;
     }
-    done += static_cast<size_t>(n);
+    if (cipher_) {
+      last = OpenPage(slot, place, static_cast<uint8_t*>(dst), len).Annotate(where);
+    } else if (PageChecksum(dst, len) != expected_checksum) {
+      last = Status::Error(where + " does not match its checksum");
+    }
+    if (last.ok()) return last;
   }
-  if (cipher_) {
-    return OpenPage(slot, place, static_cast<uint8_t*>(dst), len)
-        .Annotate("slot " + std::to_string(slot) + " of the spill file");
-  }
-  if (PageChecksum(dst, len) != expected_checksum) {
-    return Status::Errorf("slot %u of the spill file does not match its checksum", slot);
-  }
-  return Status::Ok();
+  return last.Annotate("on the read and on its retry");
 }
 
 void SpillStore::CloseInForkChild() {

@@ -145,8 +145,10 @@ TEST_F(SimDiskTest, ARunOfSpilledPagesComesBackInFewReadsAheadOfItsTouches) {
   // Each fault in the stream doubles how far ahead the pipeline reads:
   // most pages arrive before their touch, in reads of several pages (a
   // faulting page is read alone, by its fault thread, and splits at most
-  // one run of the rest).
-  EXPECT_LE(faulted, 8u);
+  // one run of the rest). About 5 faults on idle cores; on two busy ones
+  // (the suite runs two tests at once) the engine thread outran the
+  // pipeline's thread to 11 once in 150 runs.
+  EXPECT_LE(faulted, kPages / 2);
   EXPECT_EQ(Get(counters_.restored_ahead_pages), ahead);
   EXPECT_LE(env_.requests(IoKind::kRead) - reads,
             faulted + (ahead + kRunPages - 1) / kRunPages + faulted + 1)

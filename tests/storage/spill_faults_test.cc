@@ -217,6 +217,29 @@ TEST_F(SpillFaultsTest, TransientBitFlipOnReadIsRetried) {
   EXPECT_EQ(Get(c_.checksum_mismatches), 1u);
 }
 
+// A fork child reads its parent's spilled pages on its own (no locks, no
+// batches), and retries a bad read once as the parent does.
+TEST_F(SpillFaultsTest, AForkChildsReadIsRetriedOnceToo) {
+  for (const Fault fault : {Fault::kReadBitFlip, Fault::kReadIoError}) {
+    SCOPED_TRACE(FaultName(fault));
+    Result<SpillSlot> s = store_->Write(page_.data(), page_.size(), {2, 5});
+    ASSERT_TRUE(s.ok());
+    AlignedBuffer back = AlignedBuffer::Allocate(kTestPage).value();
+    env_.Arm(fault, 1);
+    ASSERT_TRUE(
+        store_->ReadInForkChild(s.value().index, back.data(), s.value().checksum, {2, 5}).ok());
+    EXPECT_EQ(memcmp(back.data(), page_.data(), kTestPage), 0);
+    EXPECT_EQ(env_.injected(fault), 1u);
+    // Wrong twice: an error that says so, never the bytes.
+    env_.Arm(fault, 2);
+    const Status twice =
+        store_->ReadInForkChild(s.value().index, back.data(), s.value().checksum, {2, 5});
+    EXPECT_FALSE(twice.ok());
+    EXPECT_TRUE(Has(twice.message(), "on the read and on its retry")) << twice.message();
+    env_.Clear();
+  }
+}
+
 // Batched reads into aligned buffers are verified after the queue is
 // refilled; their retries must still happen, once.
 TEST_F(SpillFaultsTest, BatchedReadsAreRetriedOnce) {
