@@ -189,7 +189,7 @@ Runtime::DeviceFactory DataDeviceFactory(DataDeviceShape shape) {
     config.events = ctx.events;
     config.counters = ctx.counters;
     config.check_step = ctx.check_step;
-    config.kind = shape.kind;
+    config.backend = shape.backend;
     config.range = shape.range;
     config.host_limit_bytes = shape.host_limit;
     config.fill_ahead_pages = shape.fill_ahead;
@@ -237,7 +237,7 @@ Status HostBackendParts(const Options& options, VaRange* range, Options* effecti
   effective->host_budget = shares.host;
   parts->split_host_budget = [page](uint64_t b) { return SplitHostBudget(b, page); };
   DataDeviceShape shape;
-  shape.kind = "host";
+  shape.backend = Backend::kHost;
   shape.range = range;
   // predictive's groups are slots across per-layer tensors; llama.cpp keeps
   // every layer in one block, where they come out as scattered fragments

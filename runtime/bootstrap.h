@@ -18,7 +18,7 @@ class VaRange;
 // the simulated GPU of KVTIER_BACKEND=sim, or the host backend's resident
 // memory and staging.
 struct DataDeviceShape {
-  const char* kind = "sim";
+  Backend backend = Backend::kSim;
   // Where it places engine views; null: anywhere.
   VaRange* range = nullptr;
   // The most bytes its host tier holds before a fault waits for spills (0:
@@ -34,7 +34,7 @@ struct DataDeviceShape {
 Runtime::DeviceFactory DataDeviceFactory(DataDeviceShape shape);
 
 // The parts of KVTIER_BACKEND=sim: the registry's policies and the
-// simulated GPU (a data-backed device of kind "sim").
+// simulated GPU (a data-backed device, Backend::kSim).
 Runtime::Parts SimParts();
 
 // How the host backend divides a budget: an eighth (whole pages, one at
@@ -45,7 +45,7 @@ HostShares SplitHostBudget(uint64_t budget, uint64_t page);
 // (KVTIER_HOST_BUDGET, capped to the memory wall; unset, the room the wall
 // leaves, followed while the process runs: parts->follow_wall, read where
 // parts->wall_env and wall_root say) split by SplitHostBudget; the device a
-// data-backed one of kind "host" with fill-ahead, its engine views in
+// data-backed one, Backend::kHost, with fill-ahead, its engine views in
 // `range` (null: anywhere); lru for KVTIER_POLICY=auto. The other parts stay
 // as they were. Fails when the budget is too small for the page size.
 Status HostBackendParts(const Options& options, VaRange* range, Options* effective,

@@ -375,8 +375,11 @@ void Runtime::OnDriverEviction(Region& region, uint32_t page) {
     static std::atomic<uint64_t> reported{0};
     // One event per 64 evictions keeps the event list readable.
     if (reported.fetch_add(1, std::memory_order_relaxed) % 64 == 0) {
-      stats_->AddEvent("driver evicted page " + std::to_string(page) + " of region " +
-                       std::to_string(region.id) + " (device full at fault time)");
+      const std::string where =
+          "page " + std::to_string(page) + " of region " + std::to_string(region.id);
+      stats_->AddEvent(device_->backend() == Backend::kHost
+                           ? "unmapped " + where + " at a fault (the resident share was full)"
+                           : "driver evicted " + where + " (device full at fault time)");
     }
   }
 }
@@ -581,7 +584,7 @@ static const char* SealWords(const SpillStore* store) {
 }
 
 std::string Runtime::SummaryText() {
-  if (std::string_view(device_->kind()) == "host") return HostSummaryText();
+  if (device_->backend() == Backend::kHost) return HostSummaryText();
   const Counters& c = counters_;
   auto g = [](const std::atomic<uint64_t>& v) { return Counters::Get(v); };
   auto b = [&](const std::atomic<uint64_t>& v) { return FormatBytes(g(v)); };

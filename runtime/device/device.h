@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/options.h"
 #include "runtime/page_table.h"
 #include "runtime/status.h"
 
@@ -45,7 +46,12 @@ class DeviceEvents {
 class Device {
  public:
   virtual ~Device() = default;
-  virtual const char* kind() const = 0;  // "sim" or "cuda"
+  // What it is: kCuda, kSim or kHost (the rest of kvtier compares this,
+  // never kind()'s words).
+  virtual Backend backend() const = 0;
+  // Its name in the stats and logs: BackendName(backend()), "cuda", "sim"
+  // or "host" (a test's or a benchmark's model device names itself).
+  virtual const char* kind() const { return BackendName(backend()); }
 
   // Creates a region of `bytes` (backed in whole pages of `page_size`). Its
   // pages start kUntouched; the first touch makes them resident.

@@ -80,13 +80,14 @@ TEST_F(SimDiskTest, SpilledPagesLeaveMemoryAndComeBackOnATouchFromAnotherThread)
 // search finds them where they are.
 TEST_F(SimDiskTest, SpilledPagesLeaveNoTraceOfTheirBytesOnDisk) {
   for (const bool encrypt : {true, false})
-    for (const char* kind : {"sim", "host"}) {
-      SCOPED_TRACE(std::string(kind) + (encrypt ? ", encrypted" : ", in the clear (the control)"));
+    for (const Backend backend : {Backend::kSim, Backend::kHost}) {
+      SCOPED_TRACE(std::string(BackendName(backend)) +
+                   (encrypt ? ", encrypted" : ", in the clear (the control)"));
       SpillStore* store = MakeStore(16, kPage, encrypt);
       ASSERT_TRUE(store);
       ASSERT_EQ(store->encrypts(), encrypt);
       MemfdDeviceConfig config;
-      config.kind = kind;
+      config.backend = backend;
       auto dev = MakeDevice(8 * kPage, 1, false, store, config);
       ASSERT_TRUE(dev);
       RegionPtr region = HostRegion(*dev, 3, 4);

@@ -32,6 +32,7 @@ class InstantDevice final : public Device {
   // Counts residency as tiers change through it.
   explicit InstantDevice(size_t page_bytes) : page_bytes_(page_bytes) {}
 
+  Backend backend() const override { return Backend::kSim; }  // a GPU's stand-in
   const char* kind() const override { return "instant"; }
   Result<RegionPtr> CreateRegion(RegionId, size_t, size_t, std::string) override {
     return Status::Error("instant device: its user makes the regions");

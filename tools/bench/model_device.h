@@ -88,6 +88,7 @@ class ModelDevice : public Device {
   ModelDevice& operator=(const ModelDevice&) = delete;
 
   // Device
+  Backend backend() const override { return Backend::kSim; }  // a GPU's stand-in
   const char* kind() const override { return "model"; }
   Result<RegionPtr> CreateRegion(RegionId id, size_t bytes, size_t page_size,
                                  std::string tag) override;

@@ -10,6 +10,18 @@ constexpr FieldKind KindOf(const char* kind) {
 
 }  // namespace
 
+Backend BackendOf(const kvtier_stats_segment& s) {
+  static constexpr struct {
+    const char* word;
+    Backend backend;
+  } kWords[] = {{"cuda", Backend::kCuda}, {"sim", Backend::kSim}, {"host", Backend::kHost}};
+  const std::string word = FieldString(s.backend);
+  for (const auto& w : kWords) {
+    if (word == w.word) return w.backend;
+  }
+  return Backend::kOther;
+}
+
 std::string ValidUtf8(const std::string& s) {
   std::string out;
   out.reserve(s.size());

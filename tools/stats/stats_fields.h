@@ -37,6 +37,13 @@ std::string FieldString(const char (&field)[N]) {
 // program names and tags as bytes, so they may be cut mid-character.
 std::string ValidUtf8(const std::string& bytes);
 
+// What kind of backend a process runs: the GPU ones (the CUDA backend,
+// the simulated GPU) tier device, host and disk; the host backend tiers a
+// CPU engine's resident memory, its staging and SSD. Parsed once from the
+// segment's `backend` words; tools decide on this, never on the words.
+enum class Backend { kCuda, kSim, kHost, kOther };
+Backend BackendOf(const kvtier_stats_segment& s);
+
 // Derived figures every tool shows the same way.
 inline uint64_t ErrorCount(const kvtier_stats_segment& s) {
   return s.spill_errors + s.restore_errors + s.checksum_mismatches + s.bad_frees;

@@ -96,6 +96,13 @@ Model Collector::Collect() {
     t.host_budget += s.host_budget_bytes;
     t.disk_used += s.disk_used_bytes;
     t.disk_budget += s.disk_budget_bytes;
+    if (stats::BackendOf(s) == stats::Backend::kHost) {
+      ++t.host_processes;
+      t.mapped_used += s.device_used_bytes;
+      t.mapped_budget += s.device_budget_bytes;
+      t.staging_used += s.host_used_bytes;
+      t.staging_budget += s.host_budget_bytes;
+    }
     t.errors += stats::ErrorCount(s);
     if (p.rates) {
       AddRates(&t.rates, *p.rates);

@@ -46,10 +46,15 @@ struct GpuTotal {
 };
 
 struct Totals {
+  // Over every process (the JSON's totals); of them, the host backend's
+  // processes' mapped and staging shares (the header shows those apart).
   uint64_t device_used = 0, device_budget = 0;
   std::map<int32_t, GpuTotal> gpus;  // by ordinal, over every process
   uint64_t host_used = 0, host_budget = 0;
   uint64_t disk_used = 0, disk_budget = 0;
+  uint64_t mapped_used = 0, mapped_budget = 0;    // the host backend's device share (mapped)
+  uint64_t staging_used = 0, staging_budget = 0;  // and its host share
+  size_t host_processes = 0;                      // processes of the host backend
   uint64_t errors = 0;
   Rates rates;  // sums over the processes that have rates
   bool has_rates = false;

@@ -173,7 +173,7 @@ void View::DrawList(int y, int height, const ViewOptions& vo) {
   for (const Line& line : HeaderLines(model_, vo)) {
     if (y < height - 1) Paint(y++, line, false);
   }
-  Paint(y++, TableHeader(vo), false);
+  Paint(y++, TableHeader(vo, ModelWords(model_)), false);
   const std::vector<const Process*> sorted = SortedProcesses(model_, sort_);
   page_ = std::max(1, height - y);
   if (sorted.empty()) {

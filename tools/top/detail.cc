@@ -3,6 +3,8 @@
 // and every raw field (so new rows of stats_fields.def show up unasked).
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <string>
 
 #include "tools/stats/stats_fields.h"
 #include "tools/top/format.h"
@@ -57,7 +59,8 @@ void AddCount(Line* line, const char* name, uint64_t value, bool bad_if_nonzero)
   line->Add("   ");
 }
 
-void RegionLines(const kvtier_stats_segment& s, const ViewOptions& o, std::vector<Line>* lines) {
+void RegionLines(const kvtier_stats_segment& s, const TierWords& words, const ViewOptions& o,
+                 std::vector<Line>* lines) {
   Line title = Labeled("Regions");
   title.Add(std::to_string(s.region_row_count) + " listed");
   if (s.regions_omitted > 0)
@@ -66,10 +69,14 @@ void RegionLines(const kvtier_stats_segment& s, const ViewOptions& o, std::vecto
   lines->push_back(title);
   Line legend = Labeled("");
   if (o.tier_letters) {
-    legend.Add("tier under each strip: D device  H host  S disk  . untouched");
+    std::string text = "tier under each strip:";
+    for (uint8_t t = 0; t < 4; ++t) {
+      text += std::string("  ") + words.letter[t] + " " + words.name[t];
+    }
+    legend.Add(text);
   } else {
     legend.Add("colour = tier: ");
-    for (uint8_t t = 0; t < 4; ++t) legend.Add(std::string(TierName(t)) + " ", TierStyle(t));
+    for (uint8_t t = 0; t < 4; ++t) legend.Add(std::string(words.name[t]) + " ", TierStyle(t));
   }
   lines->push_back(legend);
   if (s.region_row_count == 0) return;
@@ -78,9 +85,10 @@ void RegionLines(const kvtier_stats_segment& s, const ViewOptions& o, std::vecto
   Line header;
   header.fill = Style::kColumnHeader;
   header.Add(Fit("ID", kIdWidth, true) + " " + Fit("SIZE", kSizeWidth, true) + " " +
-                 Fit("DEV", kCountWidth, true) + " " + Fit("HOST", kCountWidth, true) + " " +
-                 Fit("DISK", kCountWidth, true) + " " + Fit("UNTCH", kCountWidth, true) + " " +
-                 Fit("HEAT MAP", KVTIER_STATS_HEAT_BUCKETS + 2) + " " + Fit("TAG", tag_width),
+                 Fit(words.narrow[0], kCountWidth, true) + " " +
+                 Fit(words.narrow[1], kCountWidth, true) + " " +
+                 Fit(words.narrow[2], kCountWidth, true) + " " + Fit("UNTCH", kCountWidth, true) +
+                 " " + Fit("HEAT MAP", KVTIER_STATS_HEAT_BUCKETS + 2) + " " + Fit("TAG", tag_width),
              Style::kColumnHeader);
   lines->push_back(header);
   const uint32_t rows = std::min<uint32_t>(s.region_row_count, KVTIER_STATS_MAX_REGIONS);
@@ -108,11 +116,37 @@ void RegionLines(const kvtier_stats_segment& s, const ViewOptions& o, std::vecto
     lines->push_back(line);
     if (o.tier_letters) {
       std::string letters;
-      for (int b = 0; b < KVTIER_STATS_HEAT_BUCKETS; ++b) letters += TierLetter(r.tier[b]);
+      for (int b = 0; b < KVTIER_STATS_HEAT_BUCKETS; ++b) {
+        letters += words.letter[std::min<uint8_t>(r.tier[b], 3)];
+      }
       lines->push_back(
           Line().Add(std::string(kStripStart, ' ') + "[" + letters + "]", Style::kDim));
     }
   }
+}
+
+// A field's name in the host backend's words ("device_used_bytes" is
+// "mapped_used_bytes"); false for a field the host backend never sets
+// (the CUDA backend's gate, plain device memory, per-GPU figures).
+bool HostFieldName(std::string* name) {
+  static constexpr const char* kNever[] = {"plain_device_bytes", "gate_stalls", "gate_stall_ns",
+                                           "idle_seals"};
+  for (const char* never : kNever) {
+    if (*name == never) return false;
+  }
+  static constexpr struct {
+    const char* from;
+    const char* to;
+  } kWords[] = {{"driver_evictions", "unmapped_at_faults"},
+                {"device_", "mapped_"},
+                {"host_", "staging_"},
+                {"promoted_", "remapped_"},
+                {"demoted_", "unmapped_"}};
+  for (const auto& w : kWords) {
+    const size_t at = name->find(w.from);
+    if (at != std::string::npos) name->replace(at, strlen(w.from), w.to);
+  }
+  return true;
 }
 
 }  // namespace
@@ -141,14 +175,16 @@ std::vector<Line> DetailLines(const Process& process, const Model& model, const 
   times.Add(buf);
   lines.push_back(times);
 
-  // The host backend's tiers are the engine's blocks mapped in memory,
-  // pages staged on their way to SSD, and the SSD: said in those words.
-  const bool host = stats::FieldString(s.backend) == "host";
+  // The host backend's tiers are the engine's blocks mapped in memory
+  // (resident), pages staged on their way to SSD, and the SSD: said in
+  // those words.
+  const bool host = stats::BackendOf(s) == stats::Backend::kHost;
+  const TierWords& words = ProcessWords(process);
   // The same suffix width on the three meters keeps their bars aligned.
   const std::string peak = "  peak " + FormatBytesRounded(s.device_peak_bytes);
   const int suffix = static_cast<int>(peak.size());
-  lines.push_back(TierMeter(host ? "Mapped" : "Device", 0, s.device_used_bytes,
-                            s.device_budget_bytes, o.width, peak));
+  lines.push_back(
+      TierMeter(words.meter[0], 0, s.device_used_bytes, s.device_budget_bytes, o.width, peak));
   if (s.gpu_count > 1) {  // the process tiers on several GPUs: each one's share
     for (uint32_t i = 0; i < s.gpu_count && i < KVTIER_STATS_MAX_GPUS; ++i) {
       const std::string label = " GPU " + std::to_string(s.gpus[i].ordinal);
@@ -156,10 +192,10 @@ std::vector<Line> DetailLines(const Process& process, const Model& model, const 
                                 o.width, Fit("", suffix)));
     }
   }
-  lines.push_back(TierMeter(host ? "Staged" : "Host", 1, s.host_used_bytes, s.host_budget_bytes,
-                            o.width, Fit("", suffix)));
-  lines.push_back(TierMeter(host ? "SSD" : "Disk", 2, s.disk_used_bytes, s.disk_budget_bytes,
-                            o.width, Fit(s.disk_degraded ? "  DEGRADED" : "", suffix)));
+  lines.push_back(TierMeter(words.meter[1], 1, s.host_used_bytes, s.host_budget_bytes, o.width,
+                            Fit("", suffix)));
+  lines.push_back(TierMeter(words.meter[2], 2, s.disk_used_bytes, s.disk_budget_bytes, o.width,
+                            Fit(s.disk_degraded ? "  DEGRADED" : "", suffix)));
   if (s.disk_degraded) lines.back().spans.back().style = Style::kError;
 
   const std::optional<Rates>& r = process.rates;
@@ -232,7 +268,7 @@ std::vector<Line> DetailLines(const Process& process, const Model& model, const 
   lines.push_back(policy);
 
   lines.emplace_back();
-  RegionLines(s, o, &lines);
+  RegionLines(s, words, o, &lines);
 
   lines.emplace_back();
   Line events = Labeled("Events");
@@ -250,7 +286,9 @@ std::vector<Line> DetailLines(const Process& process, const Model& model, const 
   Line fields;
   fields.Add("  ");
   for (const stats::FieldInfo& f : stats::Fields()) {
-    const std::string item = std::string(f.name) + "=" + std::to_string(f.get(s));
+    std::string name = f.name;
+    if (host && !HostFieldName(&name)) continue;
+    const std::string item = name + "=" + std::to_string(f.get(s));
     if (fields.Width() > 2 && fields.Width() + 2 + static_cast<int>(item.size()) > o.width) {
       lines.push_back(fields);
       fields = Line();

@@ -116,30 +116,32 @@ std::string BarFill(double fraction, int width) {
 
 char HeatChar(uint8_t heat) { return kHeatChars[heat * (sizeof kHeatChars - 1) / 256]; }
 
-char TierLetter(uint8_t tier) {
-  switch (tier) {
-    case 0:
-      return 'D';
-    case 1:
-      return 'H';
-    case 2:
-      return 'S';
-    default:
-      return '.';
-  }
+const TierWords& GpuTierWords() {
+  static const TierWords kWords = {{"Device", "Host", "Disk"},
+                                   {"DEVICE", "HOST", "DISK"},
+                                   {"DEV", "HOST", "DISK"},
+                                   {"device", "host", "disk", "untouched"},
+                                   {'D', 'H', 'S', '.'},
+                                   "promote",
+                                   "demote",
+                                   "PROMO",
+                                   "DEMOT"};
+  return kWords;
 }
 
-const char* TierName(uint8_t tier) {
-  switch (tier) {
-    case 0:
-      return "device";
-    case 1:
-      return "host";
-    case 2:
-      return "disk";
-    default:
-      return "untouched";
-  }
+const TierWords& HostTierWords() {
+  // Its resident memory is the engine's blocks mapped in memory and the
+  // pages unmapped and waiting for their SSD write (staging); then the SSD.
+  static const TierWords kWords = {{"Mapped", "Staging", "SSD"},
+                                   {"MAPPED", "STAGING", "SSD"},
+                                   {"MAP", "STG", "SSD"},
+                                   {"mapped", "staging", "SSD", "untouched"},
+                                   {'M', 'G', 'S', '.'},
+                                   "remap",
+                                   "unmap",
+                                   "REMAP",
+                                   "UNMAP"};
+  return kWords;
 }
 
 }  // namespace kvtier::top

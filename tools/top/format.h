@@ -28,8 +28,22 @@ std::string BarFill(double fraction, int width);
 // Heat strip characters, cold to hot.
 inline constexpr char kHeatChars[] = " .:-=+*#%@";
 char HeatChar(uint8_t heat);
-// One letter per tier code of stats.h: D(evice) H(ost) S(SD) .(untouched).
-char TierLetter(uint8_t tier);
-const char* TierName(uint8_t tier);
+// What a view calls the tiers of one kind of process: a GPU backend's
+// device, host and disk, or the host backend's resident memory (its blocks'
+// mapped pages, and the pages staged on their way out) and SSD
+// (stats::BackendOf says which kind a process is).
+struct TierWords {
+  const char* meter[3];   // the meters' labels: "Device", "Host", "Disk"
+  const char* wide[3];    // the process table's columns: "DEVICE", "HOST", "DISK"
+  const char* narrow[3];  // and on a narrow screen: "DEV", "HOST", "DISK"
+  const char* name[4];    // by tier code of stats.h, "untouched" last
+  char letter[4];         // the strips' letters: D H S .
+  const char* promote;    // the moves up and down a tier: "promote", "demote"
+  const char* demote;
+  const char* promote_column;  // their columns: "PROMO", "DEMOT"
+  const char* demote_column;
+};
+const TierWords& GpuTierWords();
+const TierWords& HostTierWords();
 
 }  // namespace kvtier::top

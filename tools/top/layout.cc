@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "tools/stats/stats_fields.h"
 #include "tools/top/format.h"
@@ -26,7 +27,7 @@ constexpr int kFixedWidth = kPidWidth + kBackendWidth + kPolicyWidth + kRateColu
 constexpr int kMinCommandWidth = 10;
 constexpr int kBarCommandWidth = 16;  // bars only once the command gets this much
 constexpr int kMaxCommandWidth = 40;
-constexpr int kLabelWidth = 7;  // "Device "
+constexpr int kLabelWidth = 8;  // "Staging "
 
 enum class TierCell { kPercent, kText, kBar };
 
@@ -131,20 +132,20 @@ int Line::Width() const {
   return static_cast<int>(n);
 }
 
-const char* SortKeyName(SortKey key) {
+const char* SortKeyName(SortKey key, const TierWords& words) {
   switch (key) {
     case SortKey::kPid:
       return "PID";
     case SortKey::kDevice:
-      return "DEVICE";
+      return words.wide[0];
     case SortKey::kHost:
-      return "HOST";
+      return words.wide[1];
     case SortKey::kDisk:
-      return "DISK";
+      return words.wide[2];
     case SortKey::kPromote:
-      return "PROMO";
+      return words.promote_column;
     case SortKey::kDemote:
-      return "DEMOT";
+      return words.demote_column;
     case SortKey::kSpill:
       return "SPILL";
     case SortKey::kRestore:
@@ -203,32 +204,47 @@ std::vector<Line> HeaderLines(const Model& model, const ViewOptions& options) {
     timing = "no rates (-d 0)";
   }
   // The directory goes last: a narrow screen cuts it first.
+  const TierWords& words = ModelWords(model);
   snprintf(buf, sizeof buf, "kvtier-top %s   processes %zu   sort %s   %s   %s",
-           ClockTime(model.time_ns).c_str(), model.processes.size(), SortKeyName(options.sort),
-           timing.c_str(), model.dir.c_str());
+           ClockTime(model.time_ns).c_str(), model.processes.size(),
+           SortKeyName(options.sort, words), timing.c_str(), model.dir.c_str());
   title.Add(buf, Style::kTitle);
   lines.push_back(title);
 
+  // GPU backends' meters where one runs (or none does), the host
+  // backend's where one runs: each kind in its own words.
   const Totals& t = model.totals;
-  if (t.gpus.size() > 1) {  // a meter per GPU where the processes use several
-    for (const auto& [ordinal, gpu] : t.gpus) {
-      const std::string label = "GPU " + std::to_string(ordinal);
-      lines.push_back(TierMeter(label.c_str(), 0, gpu.used, gpu.budget, options.width));
+  if (t.host_processes < model.processes.size() || model.processes.empty()) {
+    const TierWords& gpu_words = GpuTierWords();
+    if (t.gpus.size() > 1) {  // a meter per GPU where the processes use several
+      for (const auto& [ordinal, gpu] : t.gpus) {
+        const std::string label = "GPU " + std::to_string(ordinal);
+        lines.push_back(TierMeter(label.c_str(), 0, gpu.used, gpu.budget, options.width));
+      }
+    } else {
+      lines.push_back(TierMeter(gpu_words.meter[0], 0, t.device_used - t.mapped_used,
+                                t.device_budget - t.mapped_budget, options.width));
     }
-  } else {
-    lines.push_back(TierMeter("Device", 0, t.device_used, t.device_budget, options.width));
+    lines.push_back(TierMeter(gpu_words.meter[1], 1, t.host_used - t.staging_used,
+                              t.host_budget - t.staging_budget, options.width));
   }
-  lines.push_back(TierMeter("Host", 1, t.host_used, t.host_budget, options.width));
-  lines.push_back(TierMeter("Disk", 2, t.disk_used, t.disk_budget, options.width));
+  if (t.host_processes > 0) {
+    const TierWords& host_words = HostTierWords();
+    lines.push_back(
+        TierMeter(host_words.meter[0], 0, t.mapped_used, t.mapped_budget, options.width));
+    lines.push_back(
+        TierMeter(host_words.meter[1], 1, t.staging_used, t.staging_budget, options.width));
+  }
+  lines.push_back(TierMeter(words.meter[2], 2, t.disk_used, t.disk_budget, options.width));
 
   auto rate = [&](double Rates::*field) {
     return t.has_rates ? GBps(t.rates.*field) : std::string("-");
   };
   Line moves;
   moves.Add(Fit("Moves", kLabelWidth), Style::kLabel);
-  moves.Add("promote " + rate(&Rates::promote_bps) + "  demote " + rate(&Rates::demote_bps) +
-            "  spill " + rate(&Rates::spill_bps) + "  restore " + rate(&Rates::restore_bps) +
-            " GB/s");
+  moves.Add(std::string(words.promote) + " " + rate(&Rates::promote_bps) + "  " + words.demote +
+            " " + rate(&Rates::demote_bps) + "  spill " + rate(&Rates::spill_bps) + "  restore " +
+            rate(&Rates::restore_bps) + " GB/s");
   lines.push_back(moves);
   Line faults;
   faults.Add(Fit("Faults", kLabelWidth), Style::kLabel);
@@ -253,7 +269,17 @@ std::vector<Line> HeaderLines(const Model& model, const ViewOptions& options) {
   return lines;
 }
 
-Line TableHeader(const ViewOptions& options) {
+const TierWords& ProcessWords(const Process& process) {
+  return stats::BackendOf(*process.seg) == stats::Backend::kHost ? HostTierWords() : GpuTierWords();
+}
+
+const TierWords& ModelWords(const Model& model) {
+  const bool host =
+      !model.processes.empty() && model.totals.host_processes == model.processes.size();
+  return host ? HostTierWords() : GpuTierWords();
+}
+
+Line TableHeader(const ViewOptions& options, const TierWords& words) {
   const TableLayout t = ComputeTableLayout(options.width);
   Line line;
   line.fill = Style::kColumnHeader;
@@ -266,11 +292,13 @@ Line TableHeader(const ViewOptions& options) {
   line.Add(" " + Fit("COMMAND", t.command) + " " + Fit("BKND", kBackendWidth) + " " +
                Fit("POLICY", kPolicyWidth),
            Style::kColumnHeader);
-  column(SortKey::kDevice, t.tier >= 6 ? "DEVICE" : "DEV", t.tier, true);
-  column(SortKey::kHost, "HOST", t.tier, true);
-  column(SortKey::kDisk, "DISK", t.tier, true);
-  column(SortKey::kPromote, "PROMO", kRateWidth, true);
-  column(SortKey::kDemote, "DEMOT", kRateWidth, true);
+  for (int k = 0; k < 3; ++k) {
+    const char* title =
+        static_cast<int>(strlen(words.wide[k])) <= t.tier ? words.wide[k] : words.narrow[k];
+    column(static_cast<SortKey>(static_cast<int>(SortKey::kDevice) + k), title, t.tier, true);
+  }
+  column(SortKey::kPromote, words.promote_column, kRateWidth, true);
+  column(SortKey::kDemote, words.demote_column, kRateWidth, true);
   column(SortKey::kSpill, "SPILL", kRateWidth, true);
   column(SortKey::kRestore, "RESTR", kRateWidth, true);
   column(SortKey::kFaults, "FLT/s", kRateWidth, true);
@@ -302,7 +330,7 @@ Line ProcessRow(const Process& process, const ViewOptions& options) {
 std::string RenderText(const Model& model, const ViewOptions& options) {
   std::vector<Line> lines = HeaderLines(model, options);
   lines.emplace_back();
-  lines.push_back(TableHeader(options));
+  lines.push_back(TableHeader(options, ModelWords(model)));
   const std::vector<const Process*> sorted = SortedProcesses(model, options.sort);
   for (const Process* p : sorted) lines.push_back(ProcessRow(*p, options));
   if (sorted.empty())

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tools/top/collector.h"
+#include "tools/top/format.h"
 
 namespace kvtier::top {
 
@@ -57,7 +58,8 @@ enum class SortKey {
   kFaults,
   kErrors
 };
-const char* SortKeyName(SortKey key);
+// The key's column title, in the tier words given.
+const char* SortKeyName(SortKey key, const TierWords& words = GpuTierWords());
 SortKey NextSortKey(SortKey key);
 // Processes in display order: pid ascending, every other key descending
 // (ties by pid).
@@ -74,8 +76,13 @@ struct ViewOptions {
 
 // Title, the machine's tier meters, total rates, problems.
 std::vector<Line> HeaderLines(const Model& model, const ViewOptions& options);
-// The process table's header row and one row per process.
-Line TableHeader(const ViewOptions& options);
+// The tier words of one process (its backend's), and of a model's view:
+// the host backend's when every process shown is one.
+const TierWords& ProcessWords(const Process& process);
+const TierWords& ModelWords(const Model& model);
+// The process table's header row (its tier columns in `words`) and one row
+// per process.
+Line TableHeader(const ViewOptions& options, const TierWords& words = GpuTierWords());
 Line ProcessRow(const Process& process, const ViewOptions& options);
 // Everything about one process: identity, meters, counters, regions with
 // heat strips, recent events, and every raw field.

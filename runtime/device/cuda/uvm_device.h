@@ -142,7 +142,7 @@ class UvmDevice final : public Device, public UvmEventSink, public SubmitSink {
   UvmDevice(const UvmDevice&) = delete;
   UvmDevice& operator=(const UvmDevice&) = delete;
 
-  const char* kind() const override { return "cuda"; }
+  Backend backend() const override { return Backend::kCuda; }
   Result<RegionPtr> CreateRegion(RegionId id, size_t bytes, size_t page_size,
                                  std::string tag) override;
   void DestroyRegion(Region& region) override;

@@ -22,31 +22,31 @@ bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 }  // namespace
 
 Result<std::unique_ptr<MemfdDevice>> MemfdDevice::Create(const MemfdDeviceConfig& config) {
+  const char* const who = Who(config.backend);
   if (config.capacity_bytes == 0) {
-    return Status::Error(
-        "simulated GPU: capacity is 0 bytes (give it a device budget: KVTIER_DEVICE_BUDGET or "
-        "KVTIER_SIM_DEVICE_MEMORY)");
+    return Status::Errorf(
+        "%s: capacity is 0 bytes (give it a device budget: KVTIER_DEVICE_BUDGET or "
+        "KVTIER_SIM_DEVICE_MEMORY)",
+        who);
   }
   if (config.fault_threads < 1 || config.fault_threads > 16) {
-    return Status::Errorf("simulated GPU: %d fault threads (accepted: 1..16)",
-                          config.fault_threads);
+    return Status::Errorf("%s: %d fault threads (accepted: 1..16)", who, config.fault_threads);
   }
   const Status opened = CheckStartStep(config.check_step, "userfaultfd");
   Result<UserFaultFd> uffd = opened.ok() ? UserFaultFd::Open() : Result<UserFaultFd>(opened);
-  if (!uffd.ok()) return uffd.status().Annotate("simulated GPU");
+  if (!uffd.ok()) return uffd.status().Annotate(who);
   if (Status s = CheckStartStep(config.check_step, "eventfd"); !s.ok()) {
-    return s.Annotate("simulated GPU: eventfd");
+    return s.Annotate(std::string(who) + ": eventfd");
   }
   const int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (stop_fd < 0) {
-    return Status::Errorf("simulated GPU: eventfd failed: %s", strerror(errno));
+    return Status::Errorf("%s: eventfd failed: %s", who, strerror(errno));
   }
   std::unique_ptr<MemfdDevice> device(new MemfdDevice(config, std::move(uffd).value(), stop_fd));
   Status started = device->StartThreads(config.fault_threads, config.check_step);
   if (started.ok()) started = device->StartRestorer(config.check_step);
-  if (!started.ok()) return started.Annotate("simulated GPU");
-  Log(1, "%s: capacity %llu bytes, %d fault threads, userfaultfd from %s, disk tier %s",
-      device->range_ ? "host backend (resident heap blocks)" : "simulated GPU",
+  if (!started.ok()) return started.Annotate(who);
+  Log(1, "%s: capacity %llu bytes, %d fault threads, userfaultfd from %s, disk tier %s", who,
       static_cast<unsigned long long>(config.capacity_bytes), config.fault_threads,
       device->uffd_.origin(), config.store ? config.store->io_mode() : "off");
   return device;
@@ -54,7 +54,7 @@ Result<std::unique_ptr<MemfdDevice>> MemfdDevice::Create(const MemfdDeviceConfig
 
 MemfdDevice::MemfdDevice(const MemfdDeviceConfig& config, UserFaultFd uffd, int stop_fd)
     : capacity_(config.capacity_bytes),
-      kind_(config.kind ? config.kind : "sim"),
+      backend_(config.backend),
       range_(config.range),
       host_limit_(config.host_limit_bytes),
       fill_ahead_(config.fill_ahead_pages),
@@ -69,7 +69,7 @@ MemfdDevice::MemfdDevice(const MemfdDeviceConfig& config, UserFaultFd uffd, int 
       stop_fd_(stop_fd),
       by_base_(std::make_unique<std::map<uintptr_t, MemfdRegion*>>()),
       after_unlocked_copy_(config.after_unlocked_copy),
-      scratch_(static_cast<size_t>(config.fault_threads) + 2, "simulated GPU"),
+      scratch_(static_cast<size_t>(config.fault_threads) + 2, Who(config.backend)),
       page_io_(config.store) {}
 
 MemfdDevice::~MemfdDevice() {
@@ -181,8 +181,8 @@ void MemfdDevice::CopyBlocksInForkChild() NO_THREAD_SAFETY_ANALYSIS {
 
 Status MemfdDevice::Usable() const {
   if (forked_.load(std::memory_order_relaxed)) {
-    return Status::Error(
-        "simulated GPU: unusable in a forked child (its fault threads stayed in the parent)");
+    return Status::Errorf("%s: unusable in a forked child (its fault threads stayed in the parent)",
+                          who());
   }
   return Status::Ok();
 }
@@ -192,23 +192,23 @@ Result<RegionPtr> MemfdDevice::CreateRegion(RegionId id, size_t bytes, size_t pa
   if (Status s = Usable(); !s.ok()) return s;
   const size_t base_page = BasePageSize();
   if (!IsPowerOfTwo(page_size) || page_size < base_page) {
-    return Status::Errorf(
-        "simulated GPU: page size %zu is not a power of two of at least %zu bytes", page_size,
-        base_page);
+    return Status::Errorf("%s: page size %zu is not a power of two of at least %zu bytes", who(),
+                          page_size, base_page);
   }
   if (page_size > capacity()) {
     return Status::Errorf(
-        "simulated GPU: page size %zu exceeds the device capacity of %lu bytes (raise "
+        "%s: page size %zu exceeds the device capacity of %lu bytes (raise "
         "KVTIER_DEVICE_BUDGET or lower KVTIER_PAGE_SIZE)",
-        page_size, static_cast<unsigned long>(capacity()));
+        who(), page_size, static_cast<unsigned long>(capacity()));
   }
   const size_t pages = bytes / page_size + (bytes % page_size != 0);
   if (bytes == 0 || pages > UINT32_MAX || pages > (SIZE_MAX - page_size) / page_size) {
-    return Status::Errorf("simulated GPU: region %u of %zu bytes: size out of range", id, bytes);
+    return Status::Errorf("%s: region %u of %zu bytes: size out of range", who(), id, bytes);
   }
   const size_t whole = pages * page_size;
   Result<ShmViews> views = ShmViews::Create(whole, page_size, "kvtier:" + tag, range_);
-  if (!views.ok()) return views.status().Annotate("simulated GPU: region " + std::to_string(id));
+  if (!views.ok())
+    return views.status().Annotate(std::string(who()) + ": region " + std::to_string(id));
 
   auto sim = std::make_unique<MemfdRegion>();
   sim->device = this;
@@ -224,7 +224,7 @@ Result<RegionPtr> MemfdDevice::CreateRegion(RegionId id, size_t bytes, size_t pa
   bool protectable = false;
   if (Status s = uffd_.Register(base, whole, &sim->zeropage, &protectable); !s.ok()) {
     sim->views.Release();
-    return s.Annotate("simulated GPU: region " + std::to_string(id));
+    return s.Annotate(std::string(who()) + ": region " + std::to_string(id));
   }
   sim->protectable = protectable && write_protect_;
   MutexLock lock(&mu_);
@@ -268,17 +268,16 @@ void MemfdDevice::ReleaseRegionLocked(MemfdRegion* r) {
 Result<MemfdRegion*> MemfdDevice::FindLocked(Region& region, uint32_t page) const {
   auto* r = static_cast<MemfdRegion*>(region.backend);
   if (r == nullptr || r->device != this) {
-    return Status::Errorf("simulated GPU: region %u is not a live region of this device",
-                          region.id);
+    return Status::Errorf("%s: region %u is not a live region of this device", who(), region.id);
   }
   if (r->degraded) {
-    return Status::Errorf("simulated GPU: region %u is no longer tiered after an error", region.id);
+    return Status::Errorf("%s: region %u is no longer tiered after an error", who(), region.id);
   }
   if (r->releasing) {
-    return Status::Errorf("simulated GPU: region %u is being destroyed", region.id);
+    return Status::Errorf("%s: region %u is being destroyed", who(), region.id);
   }
   if (page >= region.pages.size()) {
-    return Status::Errorf("simulated GPU: page %u out of range (region %u has %zu pages)", page,
+    return Status::Errorf("%s: page %u out of range (region %u has %zu pages)", who(), page,
                           region.id, region.pages.size());
   }
   return r;
@@ -431,7 +430,7 @@ Status MemfdDevice::BringInLocked(MemfdRegion& r, uint32_t page, std::vector<Evi
   Status s =
       from == Tier::kHost ? uffd_.Continue(start, region.page_size) : FillUntouchedLocked(r, page);
   if (!s.ok()) {
-    return s.Annotate("simulated GPU: region " + std::to_string(region.id) + " page " +
+    return s.Annotate(std::string(who()) + ": region " + std::to_string(region.id) + " page " +
                       std::to_string(page));
   }
   SetTierLocked(r, page, Tier::kDevice);
@@ -500,9 +499,9 @@ Status MemfdDevice::ZapRunsLocked(std::vector<PageOf>& pages) {
     if (madvise(reinterpret_cast<void*>(region.PageAddr(pages[i].page)), (j - i) * region.page_size,
                 MADV_DONTNEED) != 0) {
       return Status::Errorf(
-          "simulated GPU: MADV_DONTNEED of region %u pages %u..%zu failed: %s (is the memory "
+          "%s: MADV_DONTNEED of region %u pages %u..%zu failed: %s (is the memory "
           "locked with mlock?)",
-          region.id, pages[i].page, pages[i].page + (j - i) - 1, strerror(errno));
+          who(), region.id, pages[i].page, pages[i].page + (j - i) - 1, strerror(errno));
     }
     i = j;
   }
@@ -612,9 +611,9 @@ Status MemfdDevice::ZapLocked(MemfdRegion& r, uint32_t page) {
   if (madvise(reinterpret_cast<void*>(region.PageAddr(page)), region.page_size, MADV_DONTNEED) !=
       0) {
     return Status::Errorf(
-        "simulated GPU: MADV_DONTNEED of region %u page %u failed: %s (is the memory locked "
+        "%s: MADV_DONTNEED of region %u page %u failed: %s (is the memory locked "
         "with mlock?)",
-        region.id, page, strerror(errno));
+        who(), region.id, page, strerror(errno));
   }
   return Status::Ok();
 }
@@ -652,9 +651,9 @@ void MemfdDevice::DegradeLocked(MemfdRegion& r, const Status& why) {
     }
   }
   Log(0,
-      "simulated GPU: region %u (%s): %s; the region is no longer tiered (its pages stay in "
+      "%s: region %u (%s): %s; the region is no longer tiered (its pages stay in "
       "memory and the device budget no longer covers them)",
-      r.region->id, r.region->tag.c_str(), why.message().c_str());
+      who(), r.region->id, r.region->tag.c_str(), why.message().c_str());
   EndDiskIoLocked(r);
 }
 

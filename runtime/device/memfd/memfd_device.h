@@ -1,8 +1,8 @@
 // MemfdDevice: a device of real bytes and real faults on memfds and
 // userfaultfd, no GPU. Two configurations of it run (bootstrap.h's
-// DataDeviceShape): the simulated GPU (KVTIER_BACKEND=sim, kind "sim"), whose
+// DataDeviceShape): the simulated GPU (KVTIER_BACKEND=sim, Backend::kSim), whose
 // "device" tier stands for GPU memory, and the host backend
-// (KVTIER_BACKEND=host, kind "host"), whose "device" tier is a CPU engine's
+// (KVTIER_BACKEND=host, Backend::kHost), whose "device" tier is a CPU engine's
 // resident KV and whose host tier is staging on the way to SSD.
 //
 // Each region is a memfd of whole pages. The engine gets a MAP_SHARED view of
@@ -119,9 +119,9 @@ struct MemfdDeviceConfig {
   // has copied a run of pages in (mapped, write-protected where it can be)
   // without the device lock, before it books them as resident.
   std::function<void(uintptr_t start, size_t len)> after_unlocked_copy;
-  // What kind() says: "sim", or "host" when the device is the host backend
-  // (KVTIER_BACKEND=host: "device" is the engine's resident memory).
-  const char* kind = "sim";
+  // kSim, or kHost when the device is the host backend (KVTIER_BACKEND=host:
+  // "device" is the engine's resident memory).
+  Backend backend = Backend::kSim;
   // Where the engine views go; null: anywhere (the host backend places them
   // in the process's VaRange, for its free() hook).
   VaRange* range = nullptr;
@@ -165,7 +165,12 @@ class MemfdDevice final : public Device {
   MemfdDevice(const MemfdDevice&) = delete;
   MemfdDevice& operator=(const MemfdDevice&) = delete;
 
-  const char* kind() const override { return kind_; }
+  Backend backend() const override { return backend_; }
+  // What its messages call it: "simulated GPU" or "host backend".
+  static const char* Who(Backend backend) {
+    return backend == Backend::kHost ? "host backend" : "simulated GPU";
+  }
+  const char* who() const { return Who(backend_); }
   Result<RegionPtr> CreateRegion(RegionId id, size_t bytes, size_t page_size,
                                  std::string tag) override;
   // Waits for disk I/O on the region's pages to end; frees their spill slots.
@@ -470,7 +475,7 @@ class MemfdDevice final : public Device {
   uint64_t capacity() const { return capacity_.load(std::memory_order_relaxed); }
   uint64_t host_limit() const { return host_limit_.load(std::memory_order_relaxed); }
   std::atomic<uint64_t> capacity_;
-  const char* const kind_;
+  const Backend backend_;
   VaRange* const range_;
   std::atomic<uint64_t> host_limit_;
   const uint32_t fill_ahead_;

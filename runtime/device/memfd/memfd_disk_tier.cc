@@ -30,9 +30,9 @@ void MemfdDevice::SpillPages(std::span<const PageRef> pages, std::span<Status> r
   if (store_ == nullptr) {
     for (size_t i = 0; i < pages.size(); ++i) {
       results[i] = Status::Errorf(
-          "simulated GPU: region %u page %u: there is no disk tier to spill to (set "
+          "%s: region %u page %u: there is no disk tier to spill to (set "
           "KVTIER_DISK_BUDGET)",
-          pages[i].region->id, pages[i].page);
+          who(), pages[i].region->id, pages[i].page);
     }
     return;
   }
@@ -139,9 +139,9 @@ Result<MemfdRegion*> MemfdDevice::BeginSpillLocked(Region& region, uint32_t page
   }
   if (region.page_size > store_->page_size()) {
     return Status::Errorf(
-        "simulated GPU: region %u has %zu-byte pages, larger than the disk tier's %zu-byte "
+        "%s: region %u has %zu-byte pages, larger than the disk tier's %zu-byte "
         "slots (use one KVTIER_PAGE_SIZE for both)",
-        region.id, region.page_size, store_->page_size());
+        who(), region.id, region.page_size, store_->page_size());
   }
   rec.flags.fetch_and(static_cast<uint8_t>(~kPageTouchedDuringMove), std::memory_order_relaxed);
   rec.flags.fetch_or(kPageInFlight, std::memory_order_relaxed);
@@ -159,8 +159,8 @@ Status MemfdDevice::FinishSpillLocked(MemfdRegion& r, uint32_t page,
   DropCopyLocked(r, page);
   if (!written.ok()) {
     // The store counted the error and backs off; the host copy is the page.
-    return written.status().Annotate("simulated GPU: spill of region " + std::to_string(region.id) +
-                                     " page " + std::to_string(page));
+    return written.status().Annotate(std::string(who()) + ": spill of region " +
+                                     std::to_string(region.id) + " page " + std::to_string(page));
   }
   const SpillSlot slot = written.value();
   if ((flags & kPageTouchedDuringMove) || r.degraded ||
@@ -176,9 +176,9 @@ Status MemfdDevice::FinishSpillLocked(MemfdRegion& r, uint32_t page,
     const int err = errno;
     store_->Free(slot.index);
     return Status::Errorf(
-        "simulated GPU: spill of region %u page %u: punching it out of the memfd failed: %s "
+        "%s: spill of region %u page %u: punching it out of the memfd failed: %s "
         "(the page stays in host memory)",
-        region.id, page, strerror(err));
+        who(), region.id, page, strerror(err));
   }
   rec.disk_slot = slot.index;
   rec.checksum = slot.checksum;
@@ -214,7 +214,7 @@ std::vector<Status> MemfdDevice::PunchRuns(const std::vector<PageOf>& pages) {
     if (fallocate(pages[i].r->views.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
                   static_cast<off_t>((j - i) * region.page_size)) != 0) {
       const Status s = Status::Errorf(
-          "simulated GPU: region %u pages %u..%zu: punching them out of the memfd failed: %s "
+          "region %u pages %u..%zu: punching them out of the memfd failed: %s "
           "(they stay in host memory)",
           region.id, pages[i].page, pages[i].page + (j - i) - 1, strerror(errno));
       Log(0, "%s", s.message().c_str());
@@ -285,8 +285,8 @@ Status MemfdDevice::InstallRestoredLocked(MemfdRegion& r, uint32_t page, const u
     if (Status s = MakeRoomLocked(len, evicted); !s.ok()) return s;
     if (Status s = InstallLocked(r, page, 1, bytes, &unwritten); !s.ok()) {
       // Part of it may be installed; the slot still holds all of it.
-      return s.Annotate("simulated GPU: restoring region " + std::to_string(region.id) + " page " +
-                        std::to_string(page));
+      return s.Annotate(std::string(who()) + ": restoring region " + std::to_string(region.id) +
+                        " page " + std::to_string(page));
     }
   }
   if (r.degraded) {

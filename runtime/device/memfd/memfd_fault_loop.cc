@@ -91,7 +91,7 @@ void MemfdDevice::StopThreads() {
   }
   const uint64_t one = 1;
   if (write(stop_fd_, &one, sizeof one) != sizeof one) {
-    Log(0, "simulated GPU: stopping fault threads failed: %s", strerror(errno));
+    Log(0, "%s: stopping fault threads failed: %s", who(), strerror(errno));
   }
   for (auto& t : threads_) t->join();
   threads_.clear();
@@ -112,7 +112,7 @@ void MemfdDevice::FaultLoop(int ep) {
     const int n = epoll_wait(ep, ready, 2, -1);
     if (n < 0) {
       if (errno == EINTR) continue;
-      Log(0, "simulated GPU: waiting on userfaultfd failed: %s", strerror(errno));
+      Log(0, "%s: waiting on userfaultfd failed: %s", who(), strerror(errno));
       break;
     }
     bool stop = false, error = false;
@@ -122,14 +122,14 @@ void MemfdDevice::FaultLoop(int ep) {
     }
     if (stop) break;
     if (error) {
-      Log(0, "simulated GPU: userfaultfd reported an error; faults stop");
+      Log(0, "%s: userfaultfd reported an error; faults stop", who());
       break;
     }
     // A message may have gone to another thread meanwhile: then EAGAIN.
     const ssize_t got = read(uffd_.fd(), msgs, batch * sizeof msgs[0]);
     if (got < 0) {
       if (errno == EAGAIN || errno == EINTR) continue;
-      Log(0, "simulated GPU: reading userfaultfd failed: %s", strerror(errno));
+      Log(0, "%s: reading userfaultfd failed: %s", who(), strerror(errno));
       break;
     }
     const Clock::time_point read_at = Clock::now();

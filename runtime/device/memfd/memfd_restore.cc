@@ -553,7 +553,7 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
     MutexLock lock(&mu_);
     if (reserved) installing_bytes_ -= bytes_in;
     if (!s.ok()) {
-      Log(0, "simulated GPU: installing restored pages %u..%u of region %u: %s", first,
+      Log(0, "%s: installing restored pages %u..%u of region %u: %s", who(), first,
           first + count - 1, region->id, s.message().c_str());
       for (uint32_t p = first; p < first + count; ++p) {
         region->pages[p].flags.fetch_and(static_cast<uint8_t>(~kPageUnwritten),
@@ -678,9 +678,9 @@ void MemfdDevice::RestoreLoop() {
   std::unique_ptr<SpillBatch> batch;
   if (!made.ok()) {
     Log(0,
-        "simulated GPU: the restore pipeline has no I/O queue (%s); restores read one page "
+        "%s: the restore pipeline has no I/O queue (%s); restores read one page "
         "at a time and no copies are written ahead",
-        made.status().message().c_str());
+        who(), made.status().message().c_str());
   } else {
     batch = std::move(made).value();
     if (restore_wake_fd_ >= 0) (void)batch->SetWakeFd(restore_wake_fd_);
@@ -735,9 +735,9 @@ void MemfdDevice::RestoreLoop() {
     } else {
       no_slab = true;
       Log(0,
-          "simulated GPU: the restore pipeline has no read buffers (%s); faults read "
+          "%s: the restore pipeline has no read buffers (%s); faults read "
           "their pages one at a time",
-          made.status().message().c_str());
+          who(), made.status().message().c_str());
     }
   };
   size_t busy_pages = 0, copies = 0;
@@ -806,7 +806,7 @@ void MemfdDevice::RestoreLoop() {
         }
       });
     } catch (const std::system_error& e) {
-      Log(1, "simulated GPU: no install thread (%s); the restore thread installs alone", e.what());
+      Log(1, "%s: no install thread (%s); the restore thread installs alone", who(), e.what());
     }
   }
   // Chunks of ended installs back to free_chunks, failed installs' regions
@@ -1010,7 +1010,7 @@ void MemfdDevice::RestoreLoop() {
         // first: that waits out its reads still in flight. A chunk that one
         // may still write after that is never used again (the slab is kept
         // to the end), and its pages are read into a new chunk.
-        Log(0, "simulated GPU: restore pipeline: %s", broken.message().c_str());
+        Log(0, "%s: restore pipeline: %s", who(), broken.message().c_str());
         std::vector<bool> reported(ops.size(), false);
         for (const SpillCompletion& c : done) reported[c.tag] = true;
         for (uint64_t i : batch->Abandon()) {

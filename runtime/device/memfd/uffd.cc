@@ -87,8 +87,8 @@ Result<UserFaultFd> UserFaultFd::Open() {
     if (first_errno == ENOSYS) {
       return Status::Error(
           "userfaultfd is not available (ENOSYS): the kernel lacks CONFIG_USERFAULTFD, or a "
-          "seccomp profile forbids it, as container runtimes' defaults do (the simulated GPU, "
-          "KVTIER_BACKEND=sim, needs it: use a kernel built with it, or allow userfaultfd)");
+          "seccomp profile forbids it, as container runtimes' defaults do (the simulated GPU "
+          "and the host backend need it: use a kernel built with it, or allow userfaultfd)");
     }
     if (first_errno == EPERM) {
       return Status::Errorf(
@@ -98,8 +98,9 @@ Result<UserFaultFd> UserFaultFd::Open() {
           "on /dev/userfaultfd",
           strerror(errno));
     }
-    return Status::Errorf("userfaultfd(2) failed: %s (the simulated GPU needs userfaultfd)",
-                          strerror(first_errno));
+    return Status::Errorf(
+        "userfaultfd(2) failed: %s (the simulated GPU and the host backend need it)",
+        strerror(first_errno));
   }
   uffdio_api api{};
   api.api = UFFD_API;
@@ -124,7 +125,8 @@ Result<UserFaultFd> UserFaultFd::Open() {
   if (ioctl(u.fd_, UFFDIO_API, &api) != 0) {
     return Status::Errorf(
         "userfaultfd on this kernel lacks MINOR faults on shared memory "
-        "(UFFD_FEATURE_MINOR_SHMEM, Linux 5.14 or newer): %s; the simulated GPU needs them",
+        "(UFFD_FEATURE_MINOR_SHMEM, Linux 5.14 or newer): %s; the simulated GPU and the host "
+        "backend need them",
         strerror(errno));
   }
   return u;
