@@ -7,6 +7,7 @@
 #include "interpose/cudart_errors.h"
 #include "interpose/launch_scan.h"
 #include "runtime/log.h"
+#include "start/process.h"
 
 namespace kvtier::interpose {
 namespace {
@@ -41,7 +42,7 @@ cudaError_t SimAllocate(void** out, size_t size, const char* api, const void* ca
     *out = nullptr;
     return cudaSuccess;
   }
-  Runtime* rt = Runtime::Get();
+  Runtime* rt = ProcessRuntime();
   if (TryRegion(rt, size, api, caller, out)) return cudaSuccess;
   cudaError_t err = TheSimCudaRuntime().Alloc(size, RegionDeviceReserve(rt), out);
   if (err == cudaSuccess && rt) Counters::Add(rt->counters().plain_device_bytes, size);
@@ -52,7 +53,7 @@ cudaError_t SimAllocate(void** out, size_t size, const char* api, const void* ca
 
 cudaError_t SimRelease(void* ptr, const char* api) {
   if (ptr == nullptr) return cudaSuccess;
-  Runtime* rt = Runtime::Get();
+  Runtime* rt = ProcessRuntime();
   if (FreeRegion(rt, ptr)) return cudaSuccess;
   size_t bytes = TheSimCudaRuntime().Free(ptr);
   if (bytes == 0) {
@@ -73,7 +74,7 @@ cudaError_t SimRelease(void* ptr, const char* api) {
 
 cudaError_t SimMemInfo(size_t* free_bytes, size_t* total_bytes) {
   if (free_bytes == nullptr || total_bytes == nullptr) return cudaErrorInvalidValue;
-  Runtime* rt = Runtime::Get();
+  Runtime* rt = ProcessRuntime();
   SimCudaRuntime& gpu = TheSimCudaRuntime();
   uint64_t total = gpu.total_bytes();
   uint64_t used = gpu.memory().bytes() + RegionDeviceReserve(rt);
@@ -100,7 +101,7 @@ void UntrackPlain(Runtime* rt, const void* ptr) {
 
 void AddOversubscription(size_t* free_bytes, size_t* total_bytes) {
   if (free_bytes == nullptr || total_bytes == nullptr) return;
-  uint64_t extra = OversubscribedBytes(Runtime::Get());
+  uint64_t extra = OversubscribedBytes(ProcessRuntime());
   *free_bytes += extra;
   *total_bytes += extra;
 }

@@ -15,8 +15,10 @@
 #include "interpose/cudart_errors.h"
 #include "interpose/hook_table.h"
 #include "interpose/preload.h"
+#include "start/process.h"
 
 using kvtier::Runtime;
+using kvtier::ProcessRuntime;
 using namespace kvtier::interpose;
 
 namespace {
@@ -33,7 +35,7 @@ cudaError_t MallocAsync(void** devPtr, size_t size, cudaStream_t stream, const v
       return SimResult(NoThrow([&] { return SimAllocate(devPtr, size, HookName(id), caller); }));
     case Mode::kTier:
       return NoThrow([&] {
-        Runtime* rt = Runtime::Get();
+        Runtime* rt = ProcessRuntime();
         if (devPtr != nullptr && TryRegion(rt, size, HookName(id), caller, devPtr)) {
           return cudaSuccess;
         }
@@ -57,7 +59,7 @@ cudaError_t FreeAsync(void* devPtr, cudaStream_t stream) {
       return SimResult(NoThrow([&] { return SimRelease(devPtr, HookName(id)); }));
     case Mode::kTier:
       return NoThrow([&] {
-        Runtime* rt = Runtime::Get();
+        Runtime* rt = ProcessRuntime();
         if (devPtr != nullptr && RegionCovering(rt, devPtr, 1) != nullptr) {
           cudaError_t err = CallReal<HookId::cudaStreamSynchronize>(stream);
           if (err != cudaSuccess) return err;
@@ -108,7 +110,7 @@ cudaError_t cudaMallocManaged(void** devPtr, size_t size, unsigned int flags) {
     case Mode::kTier:
       return NoThrow([&] {
         if (devPtr != nullptr &&
-            TryRegion(Runtime::Get(), size, "cudaMallocManaged", caller, devPtr)) {
+            TryRegion(ProcessRuntime(), size, "cudaMallocManaged", caller, devPtr)) {
           return cudaSuccess;
         }
         return CallReal<HookId::cudaMallocManaged>(devPtr, size, flags);

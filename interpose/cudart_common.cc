@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "runtime/log.h"
+#include "start/process.h"
 
 namespace kvtier::interpose {
 namespace {
@@ -24,7 +25,7 @@ void SimAfterFork() {
 
 SimCudaRuntime& TheSimCudaRuntime() {
   static SimCudaRuntime* gpu = [] {
-    const Options& o = Runtime::ProcessOptions();
+    const Options& o = ProcessOptions();
     auto* g = new SimCudaRuntime(o.sim_device_name, o.sim_device_memory);
     g_sim.store(g, std::memory_order_release);
     // The child keeps the parent's plain allocations (copy-on-write memory,

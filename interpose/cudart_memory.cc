@@ -19,9 +19,11 @@
 #include "interpose/hook_table.h"
 #include "interpose/preload.h"
 #include "runtime/log.h"
+#include "start/process.h"
 
 using kvtier::RegionPtr;
 using kvtier::Runtime;
+using kvtier::ProcessRuntime;
 using kvtier::SignalKind;
 using namespace kvtier::interpose;
 
@@ -30,7 +32,7 @@ namespace {
 cudaError_t SimCopy(void* dst, const void* src, size_t count, int kind) {  // kind: a cudaMemcpyKind
   if (count == 0) return cudaSuccess;
   if (dst == nullptr || src == nullptr) return cudaErrorInvalidValue;
-  Runtime* rt = Runtime::Get();
+  Runtime* rt = ProcessRuntime();
   bool dst_device = false, src_device = false;
   switch (kind) {
     case cudaMemcpyHostToHost:
@@ -59,7 +61,7 @@ cudaError_t SimCopy(void* dst, const void* src, size_t count, int kind) {  // ki
 
 cudaError_t SimFill(void* ptr, int value, size_t count) {
   if (count == 0) return cudaSuccess;
-  if (!SimDeviceRange(Runtime::Get(), ptr, count)) return cudaErrorInvalidValue;
+  if (!SimDeviceRange(ProcessRuntime(), ptr, count)) return cudaErrorInvalidValue;
   memset(ptr, value, count);
   return cudaSuccess;
 }
@@ -85,7 +87,7 @@ cudaError_t SimPrefetch(const void* ptr, size_t count, cudaMemLocation loc, unsi
       return cudaErrorInvalidValue;
   }
   if (count == 0) return cudaSuccess;
-  Runtime* rt = Runtime::Get();
+  Runtime* rt = ProcessRuntime();
   // Plain device memory is not managed memory: libcudart refuses it too.
   if (RegionCovering(rt, ptr, count) == nullptr) return cudaErrorInvalidValue;
   return rt->Hint(ptr, count, kind).ok() ? cudaSuccess : cudaErrorInvalidValue;
@@ -98,11 +100,11 @@ cudaError_t SimAdvise(const void* ptr, size_t count, int advice,
   if (RawEnum(loc.type) == cudaMemLocationTypeDevice && loc.id != 0) return cudaErrorInvalidDevice;
   if (count == 0) return cudaSuccess;
   // Accepted and ignored on tiered regions: kvtier's policy owns placement.
-  return RegionCovering(Runtime::Get(), ptr, count) ? cudaSuccess : cudaErrorInvalidValue;
+  return RegionCovering(ProcessRuntime(), ptr, count) ? cudaSuccess : cudaErrorInvalidValue;
 }
 
 cudaError_t TierMalloc(void** devPtr, size_t size, const void* caller) {
-  Runtime* rt = Runtime::Get();
+  Runtime* rt = ProcessRuntime();
   if (devPtr != nullptr && TryRegion(rt, size, "cudaMalloc", caller, devPtr)) return cudaSuccess;
   cudaError_t err = CallReal<HookId::cudaMalloc>(devPtr, size);
   if (err == cudaSuccess && devPtr != nullptr) TrackPlain(rt, *devPtr, size);
@@ -110,7 +112,7 @@ cudaError_t TierMalloc(void** devPtr, size_t size, const void* caller) {
 }
 
 cudaError_t TierFree(void* devPtr) {
-  Runtime* rt = Runtime::Get();
+  Runtime* rt = ProcessRuntime();
   if (FreeRegion(rt, devPtr)) return cudaSuccess;
   UntrackPlain(rt, devPtr);
   // The real cudaFree decides about pointers kvtier never saw (and does
@@ -124,7 +126,7 @@ cudaError_t TierFree(void* devPtr) {
 template <HookId id>
 cudaError_t TierPrefetch(const void* ptr, size_t count, cudaMemLocation loc, unsigned flags,
                          cudaStream_t stream) {
-  Runtime* rt = Runtime::Get();
+  Runtime* rt = ProcessRuntime();
   if (count != 0 && RegionCovering(rt, ptr, count) != nullptr) {
     SignalKind kind =
         RawEnum(loc.type) == cudaMemLocationTypeDevice ? SignalKind::kWillNeed : SignalKind::kCold;
@@ -279,7 +281,7 @@ cudaError_t cudaMemAdvise(const void* devPtr, size_t count, enum cudaMemoryAdvis
                           struct cudaMemLocation location) {
   HookScope scope;
   const Mode mode = scope.mode();
-  if (mode == Mode::kTier && count != 0 && RegionCovering(Runtime::Get(), devPtr, count)) {
+  if (mode == Mode::kTier && count != 0 && RegionCovering(ProcessRuntime(), devPtr, count)) {
     return cudaSuccess;  // accepted and ignored: kvtier's policy owns placement
   }
   if (mode != Mode::kSim) return CallReal<HookId::cudaMemAdvise>(devPtr, count, advice, location);

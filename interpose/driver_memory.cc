@@ -20,8 +20,10 @@
 #include "interpose/cudart_common.h"
 #include "interpose/hook_table.h"
 #include "interpose/preload.h"
+#include "start/process.h"
 
 using kvtier::Runtime;
+using kvtier::ProcessRuntime;
 using namespace kvtier::interpose;
 
 namespace {
@@ -50,7 +52,7 @@ CUresult SimDriverAlloc(CUdeviceptr* dptr, size_t size, const char* api, const v
 template <HookId id, typename... Rest>
 CUresult TierDriverAlloc(CUdeviceptr* dptr, size_t size, const void* caller, bool count_plain,
                          Rest... rest) {
-  Runtime* rt = Runtime::Get();
+  Runtime* rt = ProcessRuntime();
   void* region = nullptr;
   if (dptr != nullptr && TryRegion(rt, size, HookName(id), caller, &region)) {
     *dptr = AsDevicePtr(region);
@@ -94,7 +96,7 @@ CUresult MemFreeAsync(CUdeviceptr dptr, CUstream stream) {
       });
     case Mode::kTier:
       return DriverNoThrow([&] {
-        Runtime* rt = Runtime::Get();
+        Runtime* rt = ProcessRuntime();
         void* p = AsPointer(dptr);
         if (p != nullptr && RegionCovering(rt, p, 1) != nullptr) {
           // Work queued on the stream before the free may still use the region.
@@ -140,7 +142,7 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
           [&] { return DriverResult(SimRelease(AsPointer(dptr), "cuMemFree_v2")); });
     case Mode::kTier:
       return DriverNoThrow([&] {
-        Runtime* rt = Runtime::Get();
+        Runtime* rt = ProcessRuntime();
         if (FreeRegion(rt, AsPointer(dptr))) return CUDA_SUCCESS;
         UntrackPlain(rt, AsPointer(dptr));
         return CallReal<HookId::cuMemFree_v2>(dptr);

@@ -51,6 +51,7 @@
 #include "runtime/not_sanitized.h"
 #include "runtime/runtime.h"
 #include "runtime/va_range.h"
+#include "start/process.h"
 
 #define KVTIER_HEAP_EXPORT extern "C" __attribute__((visibility("default"))) KVTIER_NOT_SANITIZED
 
@@ -153,7 +154,7 @@ std::atomic<bool> g_region_failure_warned{false};
 void* TryTier(size_t bytes, size_t align, const char* api, const void* caller) {
   if (t_hook_depth != 0 || t_kvtier_thread) return nullptr;
   HookScope scope;
-  Runtime* rt = Runtime::Get();
+  Runtime* rt = ProcessRuntime();
   if (rt == nullptr || align > rt->options().page_size) return nullptr;
   if (!rt->ShouldTier(bytes, caller, api)) return nullptr;
   Result<void*> region = rt->CreateRegion(bytes, caller);
@@ -169,7 +170,7 @@ void* TryTier(size_t bytes, size_t align, const char* api, const void* caller) {
 void FreeTiered(void* p) {
   HookScope scope;
   if (VaRange::Process().FreePlain(p)) return;  // a fork child's copy
-  Runtime* rt = Runtime::Get();
+  Runtime* rt = ProcessRuntime();
   if (rt != nullptr && rt->FreeRegion(p)) return;
   if (rt) Counters::Add(rt->counters().bad_frees);
   WarnOnce(&g_bad_free_warned,
@@ -182,7 +183,7 @@ void FreeTiered(void* p) {
 size_t TieredBytes(const void* p) {
   HookScope scope;
   if (size_t plain = VaRange::Process().PlainBytes(p); plain != 0) return plain;
-  Runtime* rt = Runtime::Get();
+  Runtime* rt = ProcessRuntime();
   if (rt == nullptr) return 0;
   RegionPtr r = rt->regions().Find(reinterpret_cast<uintptr_t>(p));
   if (!r || r->base != reinterpret_cast<uintptr_t>(p)) return 0;
@@ -218,7 +219,7 @@ KVTIER_NOT_SANITIZED inline bool ValidAlignment(size_t align) {
 // runtime, say), so that nothing could be tiered.
 __attribute__((constructor)) void InitHostHeap() {
   HookScope scope;
-  const Options& options = Runtime::ProcessOptions();
+  const Options& options = ProcessOptions();
   if (options.backend != kvtier::Backend::kHost) return;
   Result<AllocationMatcher> match = AllocationMatcher::Parse(options.match);
   if (!match.ok()) return;  // ProcessOptions has already stopped the process
@@ -472,7 +473,7 @@ KVTIER_NOT_SANITIZED inline MemsetFn NextMemset() {
 [[gnu::noinline]] void* ClearInRange(void* dst, size_t n, MemsetFn next) {
   if (t_hook_depth != 0 || t_kvtier_thread) return next(dst, 0, n);
   HookScope scope;
-  Runtime* rt = Runtime::IfStarted();
+  Runtime* rt = StartedRuntime();
   if (rt == nullptr) return next(dst, 0, n);
   uintptr_t at = reinterpret_cast<uintptr_t>(dst);
   const uintptr_t end = at + n;

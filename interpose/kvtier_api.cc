@@ -5,6 +5,7 @@
 #include "interpose/preload.h"
 #include "kvtier/kvtier.h"
 #include "runtime/runtime.h"
+#include "start/process.h"
 
 #ifndef KVTIER_VERSION_STRING
 #error "KVTIER_VERSION_STRING must come from the build (the project version)"
@@ -16,8 +17,8 @@ namespace {
 
 // The process's runtime, or null when kvtier is off here.
 kvtier::Runtime* ActiveRuntime() {
-  if (kvtier::Runtime::ProcessOptions().backend == kvtier::Backend::kOff) return nullptr;
-  return kvtier::Runtime::Get();
+  if (kvtier::ProcessOptions().backend == kvtier::Backend::kOff) return nullptr;
+  return kvtier::ProcessRuntime();
 }
 
 }  // namespace

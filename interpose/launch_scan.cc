@@ -14,6 +14,7 @@
 #include "runtime/log.h"
 #include "runtime/mutex.h"
 #include "runtime/runtime.h"
+#include "start/process.h"
 
 namespace kvtier::interpose {
 namespace {
@@ -135,7 +136,7 @@ void Report(Runtime* rt, uintptr_t addr, uint64_t now) {
 void Scan(const Layout& layout, void** params, const uint8_t* buffer, size_t buffer_bytes) {
   const uintptr_t lo = g_lo.load(std::memory_order_relaxed);
   const uintptr_t hi = g_hi.load(std::memory_order_relaxed);
-  Runtime* rt = Runtime::Get();
+  Runtime* rt = ProcessRuntime();
   if (rt == nullptr) return;
   uint64_t now = 0;
   for (int w = 0; w < layout.words; ++w) {

@@ -5,6 +5,7 @@
 
 #include "runtime/log.h"
 #include "runtime/runtime.h"
+#include "start/process.h"
 
 namespace kvtier::interpose {
 namespace {
@@ -13,7 +14,7 @@ constexpr int kUndecided = -1;
 std::atomic<int> g_mode{kUndecided};
 
 Mode DecideMode() {
-  const Options& options = Runtime::ProcessOptions();
+  const Options& options = ProcessOptions();
   if (options.backend == Backend::kSim) return Mode::kSim;
   // host tiers heap blocks (host_alloc.cc); CUDA calls pass through.
   if (options.backend == Backend::kOff || options.backend == Backend::kHost) {
@@ -21,7 +22,7 @@ Mode DecideMode() {
   }
   // auto or cuda: tier only when a device backend started. Without one the
   // program must see exactly what the real libcudart says.
-  return Runtime::Get() != nullptr ? Mode::kTier : Mode::kPassThrough;
+  return ProcessRuntime() != nullptr ? Mode::kTier : Mode::kPassThrough;
 }
 
 // Runs after the loader has relocated this library and its dependencies, so
@@ -30,10 +31,10 @@ Mode DecideMode() {
 // itself starts on the first hooked call.
 __attribute__((constructor)) void PreloadInit() {
   HookScope scope;
-  (void)Runtime::ProcessOptions();
+  (void)ProcessOptions();
   // Now, before the program's constructors register their exit handlers
   // and destructors: the spill key is wiped after they ran.
-  Runtime::WipeKeyAtProcessExit();
+  WipeKeyAtProcessExit();
 }
 
 }  // namespace
@@ -53,7 +54,7 @@ const char* ModeName(Mode mode) {
 Mode ProcessMode() {
   int m = g_mode.load(std::memory_order_acquire);
   if (m != kUndecided) return static_cast<Mode>(m);
-  // Racing first calls decide the same thing; Runtime::Get serialises the
+  // Racing first calls decide the same thing; ProcessRuntime serialises the
   // runtime's creation itself.
   Mode decided = DecideMode();
   int expected = kUndecided;

@@ -1,13 +1,13 @@
 // Runtime: the one kvtier instance of a process.
 //
 // Owns the options, the device backend, the region table, the signal ring,
-// the policy thread and the stats segment. The interposer creates it lazily on
-// the first hooked call (Runtime::Get, in bootstrap.cc with the rest of the
-// process's start-up); tests build their own with Create, on the parts they
-// choose, and drive ticks by hand. Data flows one way: hooks create and free regions;
-// signals flow into the policy; the policy emits moves; the mover executes
-// them through the device; stats flow out to shared memory.
-// Thread-safety: every public method is safe from any thread.
+// the policy thread and the stats segment. The process's one instance is made
+// lazily on the first hooked call, above the runtime (start/process.h: the
+// composition root, which builds the parts); tests build their own with
+// Create, on the parts they choose, and drive ticks by hand. Data flows one way: hooks create and
+// free regions; signals flow into the policy; the policy emits moves; the mover executes them
+// through the device; stats flow out to shared memory. Thread-safety: every public method is safe
+// from any thread.
 #pragma once
 
 #include <atomic>
@@ -47,22 +47,6 @@ uint64_t PhysicalMemory();
 
 class Runtime : public DeviceEvents {
  public:
-  // The process's runtime, created on first use from the environment. Exits
-  // the process with status 2 on a configuration error (one line on stderr).
-  // Returns nullptr when kvtier is off (KVTIER_BACKEND=off, or auto/cuda with
-  // no usable device) or failed to start (then it warned once).
-  static Runtime* Get();
-  // The runtime if it has started (or failed to), else nullptr; never
-  // starts it (for hooks that only act on blocks a runtime made).
-  static Runtime* IfStarted();
-  // The process's options, parsed from the environment on first use (the
-  // library constructor calls it so a bad value stops the process at start).
-  static const Options& ProcessOptions();
-  // Registers the exit handler that wipes the spill key (WipeKeyAtExit),
-  // once: the library constructor calls it, so that the handler runs after
-  // those the program registers (exit runs them last registered first).
-  static void WipeKeyAtProcessExit();
-
   // Opens the disk tier on its first call (later calls return the same):
   // null when KVTIER_DISK_BUDGET=0 or the store could not open (one
   // warning). A device that has found its GPU calls it.

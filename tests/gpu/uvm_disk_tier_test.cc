@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/bootstrap.h"
+#include "start/bootstrap.h"
 #include "runtime/device/cuda/uvm_device.h"
 #include "runtime/runtime.h"
 #include "runtime/storage/fault_env.h"

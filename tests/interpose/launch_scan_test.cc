@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "runtime/runtime.h"
+#include "start/process.h"
 
 // The fake driver's (called so that the test links it: kvtier finds
 // cuFuncGetParamInfo in the driver the process has loaded).
@@ -37,7 +38,7 @@ class LaunchScan : public ::testing::Test {
     setenv("KVTIER_HOST_BUDGET", "256M", 1);
     setenv("KVTIER_DEVICE_BUDGET", "64M", 1);
     ASSERT_EQ(fake_driver_calls("cuInit"), 0);
-    rt_ = Runtime::Get();
+    rt_ = ProcessRuntime();
     ASSERT_NE(rt_, nullptr);
   }
   void* MakeRegion() {

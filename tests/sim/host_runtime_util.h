@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/bootstrap.h"
+#include "start/bootstrap.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/bootstrap.h"
+#include "start/bootstrap.h"
 #include "runtime/device/memfd/uffd.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"

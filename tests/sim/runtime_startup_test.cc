@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/bootstrap.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"
+#include "start/bootstrap.h"
 #include "tests/sim/sim_test_util.h"
 #include "tests/storage/storage_test_util.h"
 
@@ -181,7 +181,7 @@ TEST_F(RuntimeStartupTest, EveryStartStepFailsInTurnWithOneMessageAndNoHalfBuilt
     Result<std::unique_ptr<Runtime>> made = Runtime::Create(options.value(), std::move(parts));
     std::string err = ::testing::internal::GetCapturedStderr();
     if (!optional.count(failing)) {
-      // An error for the caller to print (Runtime::Get prints one line); no
+      // An error for the caller to print (ProcessRuntime prints one line); no
       // output of Create's own, and no summary of a runtime that never ran.
       ASSERT_FALSE(made.ok());
       EXPECT_NE(made.status().message().find(why), std::string::npos) << made.status().message();

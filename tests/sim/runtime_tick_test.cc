@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/bootstrap.h"
+#include "start/bootstrap.h"
 #include "runtime/clock.h"
 #include "runtime/options.h"
 #include "runtime/policy.h"

@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/bootstrap.h"
+#include "start/bootstrap.h"
 #include "runtime/device/memfd/memfd_device.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"

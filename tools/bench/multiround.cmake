@@ -14,7 +14,7 @@ list(REMOVE_ITEM KVTIER_BENCH_SOURCES ${KVTIER_BENCH_SIM_FILES})
 # the bench and its tests run it.
 add_library(kvtier_bench_sim STATIC ${KVTIER_BENCH_SIM_FILES})
 kvtier_target_defaults(kvtier_bench_sim)
-target_link_libraries(kvtier_bench_sim PUBLIC kvtier_runtime)
+target_link_libraries(kvtier_bench_sim PUBLIC kvtier_runtime kvtier_policies)
 target_compile_definitions(kvtier_bench_sim PUBLIC KVTIER_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 
 # multiround --endpoint: the OpenAI-compatible client (Boost.Beast, the

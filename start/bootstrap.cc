@@ -1,8 +1,8 @@
-// The process's runtime: its options, the backend choice, the parts each
-// backend's runtime is made of (bootstrap.h), the one instance and what fork
-// and exit do to it (Runtime::Get and Runtime::ProcessOptions, see
-// runtime.h). Everything else about a runtime is in runtime.cc.
-#include "runtime/bootstrap.h"
+// The composition root: the process's options, the backend choice, the
+// parts each backend's runtime is made of (bootstrap.h), the one instance
+// and what fork and exit do to it (process.h). Everything else about a
+// runtime is in runtime/runtime.cc.
+#include "start/bootstrap.h"
 
 #include <pthread.h>
 #include <unistd.h>
@@ -25,6 +25,7 @@
 #include "runtime/storage/fault_env.h"
 #include "runtime/units.h"
 #include "runtime/va_range.h"
+#include "start/process.h"
 #ifdef KVTIER_HAVE_CUDA
 #include "runtime/device/cuda/cuda_device.h"
 #endif
@@ -253,7 +254,7 @@ Status HostBackendParts(const Options& options, VaRange* range, Options* effecti
   return Status::Ok();
 }
 
-const Options& Runtime::ProcessOptions() {
+const Options& ProcessOptions() {
   static const Options options = [] {
     Result<Options> parsed = ParseOptions(ProcessEnv());
     Status status = parsed.status();
@@ -277,12 +278,12 @@ const Options& Runtime::ProcessOptions() {
   return options;
 }
 
-Runtime* Runtime::IfStarted() {
+Runtime* StartedRuntime() {
   return g_init_done.load(std::memory_order_acquire) ? g_runtime.load(std::memory_order_acquire)
                                                      : nullptr;
 }
 
-Runtime* Runtime::Get() {
+Runtime* ProcessRuntime() {
   if (g_init_done.load(std::memory_order_acquire)) return g_runtime.load(std::memory_order_acquire);
   MutexLock lock(&g_init_mu);
   if (g_init_done.load(std::memory_order_relaxed)) return g_runtime.load(std::memory_order_relaxed);
@@ -311,7 +312,7 @@ Runtime* Runtime::Get() {
   return rt;
 }
 
-void Runtime::WipeKeyAtProcessExit() {
+void WipeKeyAtProcessExit() {
   static std::once_flag once;
   std::call_once(once, [] { on_exit(WipeSpillKeyAtExit, nullptr); });
 }
