@@ -60,10 +60,11 @@ class IoQueue {
   virtual Status SetWakeFd(int fd) { return Status::Ok(); }
   // Gives the queue up after it broke: waits at most `limit` for the
   // requests in flight, appends those that come back to `landed`, and
-  // returns how many may still complete later (0: none can), each writing
-  // its buffer (a read) or its file range (a write) whenever it does. Their
-  // buffers and file ranges must never be used again. The queue takes no
-  // more requests; destroying it then waits for nothing.
+  // returns how many it counts as still in flight (an estimate: a request
+  // not in `landed` may still complete). Each that does writes its buffer
+  // (a read) or its file range (a write; its source is only read) whenever
+  // it completes: the owner never uses those buffers and ranges again. The
+  // owner uses the queue no more; destroying it then waits for nothing.
   virtual size_t Abandon(std::chrono::nanoseconds limit, std::vector<IoCompletion>* landed) = 0;
 };
 

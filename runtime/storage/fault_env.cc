@@ -29,9 +29,11 @@ void SleepNanos(uint64_t ns) {
 class FaultQueue final : public IoQueue {
  public:
   FaultQueue(FaultEnv* env, std::unique_ptr<IoQueue> base) : env_(env), base_(std::move(base)) {}
-  // Dropped broken without Abandon (a caller that waited its reads out
-  // instead), the reads it held land late all the same.
-  ~FaultQueue() override { (void)Abandon(std::chrono::nanoseconds::zero(), nullptr); }
+  // Dropped without Abandon, it waits out its requests as an io_uring would
+  // (late reads are held only for an owner that gives the queue up).
+  ~FaultQueue() override {
+    if (!abandoned_) (void)base_->Abandon(std::chrono::seconds(2), nullptr);
+  }
 
   const char* name() const override { return base_->name(); }
   unsigned depth() const override { return base_->depth(); }
@@ -88,9 +90,10 @@ class FaultQueue final : public IoQueue {
     abandoned_ = true;
     if (landed != nullptr) landed->insert(landed->end(), synthetic_.begin(), synthetic_.end());
     synthetic_.clear();
-    // The real requests are waited out below; a broken queue's reads, when
-    // the env holds them late, are reported as still to land, and land
-    // when the test says.
+    // The real requests are waited out below (for as long as they take,
+    // when their landing is held: the test's reads are then on record); a
+    // broken queue's reads, when the env holds them late, are reported as
+    // still to land, and land when the test says.
     const bool late = (broken_ || env_->queues_broken()) && env_->holds_late_reads();
     std::vector<IoCompletion> came;
     size_t left = base_->Abandon(late ? std::chrono::seconds(10) : limit, &came);

@@ -93,8 +93,8 @@ class FaultEnv final : public Env {
   // Models reads that outlive their broken queue (a kernel that completes
   // them after their owner stopped waiting): on, a queue that breaks
   // reports the reads it had in flight as still to land when it is given
-  // up (IoQueue::Abandon) or dropped, and each lands, filling its buffer
-  // with kLateByte, only at LandLateReads. Off by default.
+  // up (IoQueue::Abandon), and each lands, filling its buffer with
+  // kLateByte, only at LandLateReads. Off by default.
   void HoldLateReads(bool on) EXCLUDES(mu_);
   // Lands the reads so held; returns how many there were.
   size_t LandLateReads() EXCLUDES(mu_);

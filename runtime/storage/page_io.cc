@@ -1,6 +1,8 @@
 // PageIo, IsAllZero and ScratchPool: see page_io.h.
 #include "runtime/storage/page_io.h"
 
+#include <errno.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,13 +29,18 @@ void StopOnLostPage(const SpillStore& store, uint32_t region_id, const std::stri
   int status = 0;
   if (store.exiting(&status)) {
     // The process is exiting and its spill key is wiped: a thread still
-    // running (or a later exit handler) needed a spilled page. The process
-    // ends now with the status it was exiting with; nothing is lost that
-    // the exit would have kept.
+    // running, or an exit handler after kvtier's, needed a spilled page.
+    // The exit is given a second to end by itself (its last handlers, the
+    // flush of stdio); if it has not, the one waiting for this page is
+    // likely the exiting thread, and the process ends now with the status
+    // it was exiting with (stdio buffers not yet flushed are lost then).
     Log(1,
         "disk tier: region %u (%s) page %u was needed after the spill key was wiped at exit; "
-        "the process ends now with status %d",
+        "the process ends with status %d",
         region_id, tag.c_str(), page, status);
+    struct timespec grace = {1, 0};
+    while (nanosleep(&grace, &grace) != 0 && errno == EINTR) {
+    }
     _exit(status);
   }
   Log(0,

@@ -38,14 +38,19 @@ std::vector<uint64_t> SpillBatch::Abandon() {
   if (in_flight_ == 0) return {};
   std::vector<bool> busy(lanes_.size(), true);
   for (unsigned lane : free_lanes_) busy[lane] = false;
-  std::vector<IoCompletion> landed;
-  const size_t left = queue_->Abandon(kDrainWait, &landed);
-  // What came back is not looked at (the caller reads it again): those
-  // requests can no longer write anything.
-  std::vector<bool> may_land(lanes_.size(), left > 0);
+  // What came back (before the break, or while the queue drains) is not
+  // looked at (the caller reads it again): those requests can write nothing
+  // more. Every other busy lane may still land, whatever the queue counts
+  // (its count of requests in flight is an estimate, one low after a short
+  // submit).
+  std::vector<IoCompletion> landed = std::move(reaped_at_break_);
+  reaped_at_break_.clear();
+  (void)queue_->Abandon(kDrainWait, &landed);
+  std::vector<bool> may_land(lanes_.size(), true);
   for (const IoCompletion& c : landed) {
     if (c.user_data < may_land.size()) may_land[c.user_data] = false;
   }
+  size_t left = 0;
   std::vector<uint64_t> unsafe;
   bool keep_bounce = false;
   size_t kept_slots = 0;
@@ -53,10 +58,16 @@ std::vector<uint64_t> SpillBatch::Abandon() {
     if (!busy[lane]) continue;
     const Op& op = lanes_[lane];
     if (!may_land[lane]) {
-      // A write that never completed for anyone: its slot was never filled.
+      // Done, but nobody learned where its page went: the slot goes back.
       if (op.kind == IoKind::kWrite) store_->ReleaseSlot(op.slot);
-    } else if (op.kind == IoKind::kWrite) {
+      free_lanes_.push_back(lane);
+      continue;
+    }
+    ++left;
+    if (op.kind == IoKind::kWrite) {
       // It may still write its slot: the slot is never handed out again.
+      // (Its source is the caller's, and may be used again: what the write
+      // then carries goes to a slot nothing reads.)
       ++kept_slots;
       keep_bounce = keep_bounce || op.bounce;
     } else if (op.bounce) {
@@ -69,11 +80,10 @@ std::vector<uint64_t> SpillBatch::Abandon() {
   in_flight_ = 0;
   if (left > 0) {
     Log(0,
-        "disk tier: a broken I/O queue of the %s still had %zu requests in flight when given up "
-        "(after up to %lld s); "
-        "their buffers are never reused (%zu reads) and %zu spill slots are never handed out again",
-        store_->file_description().c_str(), left, static_cast<long long>(kDrainWait.count()),
-        unsafe.size(), kept_slots);
+        "disk tier: a broken I/O queue of the %s still had %zu requests in flight when given up; "
+        "their read buffers are never used again (%zu reads) and %zu spill slots are never handed "
+        "out again",
+        store_->file_description().c_str(), left, unsafe.size(), kept_slots);
   }
   if (keep_bounce) {
     for (AlignedBuffer& b : bounce_) KeepForever(std::move(b));
@@ -300,7 +310,11 @@ Status SpillBatch::Pump(bool refill) {
     want = std::clamp<size_t>(SealGroup() - free_lanes_.size(), 1, in_flight_);
   }
   Status st = queue_->Wait(want, &comps);
-  if (!st.ok()) return st;
+  if (!st.ok()) {
+    // Those came back before the break: Abandon knows they are done.
+    reaped_at_break_.insert(reaped_at_break_.end(), comps.begin(), comps.end());
+    return st;
+  }
   std::vector<IoRequest> retries;
   // Reads that landed in the caller's buffer free their lane at once and are
   // verified after the queue is refilled, so the device is not left idle

@@ -69,7 +69,8 @@ class SpillBatch {
   // when all came back). The caller reads those pages again into other
   // buffers and never uses those destinations again (KeepForever). No
   // completion of what was in flight is reported; the slot of a write that
-  // may still land is never handed out again. Then drop the batch.
+  // may still land is never handed out again (its source may be reused:
+  // the slot is never read). Then drop the batch.
   std::vector<uint64_t> Abandon();
   // The eventfd that ends a WaitAny early (see IoQueue::SetWakeFd).
   Status SetWakeFd(int fd);
@@ -159,7 +160,9 @@ class SpillBatch {
   size_t in_flight_ = 0;
   std::vector<SpillCompletion> done_;
   std::vector<AlignedBuffer> bounce_;  // empty until first needed
-  bool fixed_ = false;                 // bounce_ registered with the queue
+  // Completions a failed Wait returned with its error (Abandon: they landed).
+  std::vector<IoCompletion> reaped_at_break_;
+  bool fixed_ = false;  // bounce_ registered with the queue
 };
 
 }  // namespace kvtier

@@ -476,9 +476,9 @@ void SpillStore::OnWriteDone(size_t len) {
 }
 
 void SpillStore::WipeKeyAtExit(int status) {
+  if (!cipher_) return;  // no key: pages read back as ever, errors stop as ever
   exit_status_.store(status, std::memory_order_relaxed);
   exiting_.store(true, std::memory_order_release);
-  if (!cipher_) return;
   cipher_->Wipe();
   Log(1, "disk tier: spill key wiped at exit (the process exits with status %d)", status);
 }

@@ -141,7 +141,10 @@ class SpillStore {
   // directly). On failure dst is zeroed, never left with bad bytes;
   // *failure (optional) says why. `place` must be the one written with.
   // dst should not be memory the engine can see: read into a private buffer
-  // and publish it (UFFDIO_COPY) only on success.
+  // and publish it (UFFDIO_COPY) only on success. If the I/O queue breaks
+  // with the read in flight, dst may still be written after the failure
+  // returns (SpillBatch::Abandon): every caller stops the process then
+  // (StopOnLostPage); one that goes on must never use dst again.
   Status Read(uint32_t slot, void* dst, size_t len, uint64_t expected_checksum,
               ReadFailure* failure = nullptr, PagePlace place = {});
   // Returns the slot to the free list. The next Write may reuse it.
@@ -155,10 +158,12 @@ class SpillStore {
 
   // In a fork child only, before CloseInForkChild: reads a whole page of
   // `slot` into page-aligned dst with pread (the parent's io_uring queues
-  // and locks are not the child's to use) and verifies it as Read does.
-  // Takes no lock and allocates nothing but OpenSSL's context (malloc is
-  // usable in a fork child); the caller keeps the parent from reusing the
-  // slot meanwhile.
+  // and locks are not the child's to use) and verifies it as Read does,
+  // trying twice. Through the Env's synchronous queue: the production one
+  // takes no lock and allocates (malloc is usable in a fork child); a
+  // FaultEnv (KVTIER_DISK_FAULTS, tests) takes its own locks, which a fork
+  // may have caught held. The caller keeps the parent from reusing the slot
+  // meanwhile.
   Status ReadInForkChild(uint32_t slot, void* dst, uint64_t expected_checksum,
                          PagePlace place) const;
   // In a fork child: closes the child's descriptor of the spill file, so a
@@ -171,12 +176,12 @@ class SpillStore {
   Result<std::unique_ptr<SpillBatch>> NewBatch(unsigned depth);
 
   // For the process's exit, after the runtime's shutdown (nothing is
-  // destroyed then: other threads may still run): wipes the key of an
-  // encrypting store and takes no more writes. A page read after it cannot
-  // be opened: StopOnLostPage then ends the process with `status`, the
-  // status it is exiting with.
+  // destroyed then: other threads may still run): an encrypting store wipes
+  // its key and takes no more writes. A page read after it cannot be
+  // opened: StopOnLostPage then ends the process with `status`, the status
+  // it is exiting with. A store in the clear is left as it is.
   void WipeKeyAtExit(int status);
-  // Whether WipeKeyAtExit ran; the status it was given.
+  // Whether WipeKeyAtExit wiped the key; the status it was given.
   bool exiting(int* status) const;
 
   // False while the store backs off after a write error (then Write fails

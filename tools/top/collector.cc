@@ -87,7 +87,9 @@ Model Collector::Collect() {
     const kvtier_stats_segment& s = *p.seg;
     t.device_used += s.device_used_bytes;
     t.device_budget += s.device_budget_bytes;
-    for (uint32_t i = 0; i < s.gpu_count && i < KVTIER_STATS_MAX_GPUS; ++i) {
+    const bool host = stats::BackendOf(s) == stats::Backend::kHost;
+    // A host-backend process's one "GPU" is its mapped share: not a GPU's.
+    for (uint32_t i = 0; !host && i < s.gpu_count && i < KVTIER_STATS_MAX_GPUS; ++i) {
       GpuTotal& gpu = t.gpus[s.gpus[i].ordinal];
       gpu.used += s.gpus[i].used_bytes;
       gpu.budget += s.gpus[i].budget_bytes;
@@ -96,7 +98,7 @@ Model Collector::Collect() {
     t.host_budget += s.host_budget_bytes;
     t.disk_used += s.disk_used_bytes;
     t.disk_budget += s.disk_budget_bytes;
-    if (stats::BackendOf(s) == stats::Backend::kHost) {
+    if (host) {
       ++t.host_processes;
       t.mapped_used += s.device_used_bytes;
       t.mapped_budget += s.device_budget_bytes;
