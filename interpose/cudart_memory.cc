@@ -21,9 +21,9 @@
 #include "runtime/log.h"
 #include "start/process.h"
 
+using kvtier::ProcessRuntime;
 using kvtier::RegionPtr;
 using kvtier::Runtime;
-using kvtier::ProcessRuntime;
 using kvtier::SignalKind;
 using namespace kvtier::interpose;
 

@@ -22,8 +22,8 @@
 #include "interpose/preload.h"
 #include "start/process.h"
 
-using kvtier::Runtime;
 using kvtier::ProcessRuntime;
+using kvtier::Runtime;
 using namespace kvtier::interpose;
 
 namespace {

@@ -20,11 +20,11 @@
 #include <thread>
 #include <vector>
 
-#include "start/bootstrap.h"
 #include "runtime/device/cuda/uvm_device.h"
 #include "runtime/runtime.h"
 #include "runtime/storage/fault_env.h"
 #include "runtime/storage/spill_store.h"
+#include "start/bootstrap.h"
 #include "storage_test_util.h"
 #include "tests/testing/fake_cuda_driver.h"
 

@@ -9,9 +9,9 @@
 #include <memory>
 #include <string>
 
-#include "start/bootstrap.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"
+#include "start/bootstrap.h"
 
 namespace kvtier::testing {
 

@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "start/bootstrap.h"
 #include "runtime/device/memfd/uffd.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"
 #include "runtime/storage/env.h"
+#include "start/bootstrap.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace kvtier::testing {

@@ -15,11 +15,11 @@
 #include <thread>
 #include <vector>
 
-#include "start/bootstrap.h"
 #include "runtime/clock.h"
 #include "runtime/options.h"
 #include "runtime/policy.h"
 #include "runtime/runtime.h"
+#include "start/bootstrap.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace kvtier::testing {

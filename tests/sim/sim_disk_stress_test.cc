@@ -25,11 +25,11 @@
 #include <thread>
 #include <vector>
 
-#include "start/bootstrap.h"
 #include "runtime/device/memfd/memfd_device.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"
 #include "runtime/units.h"
+#include "start/bootstrap.h"
 #include "tests/sim/sim_disk_test_util.h"
 
 namespace kvtier::testing {

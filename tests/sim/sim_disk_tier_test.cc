@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "start/bootstrap.h"
 #include "runtime/device/memfd/memfd_device.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"
+#include "start/bootstrap.h"
 #include "tests/sim/sim_disk_test_util.h"
 
 namespace kvtier::testing {
