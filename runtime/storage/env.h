@@ -127,8 +127,6 @@ class AlignedBuffer {
 // Keeps `buffer` alive, unused, until the process ends: a read of a queue
 // given up (IoQueue::Abandon) may still write it. Counted in live_bytes.
 void KeepForever(AlignedBuffer buffer);
-// Bytes so kept.
-uint64_t KeptForeverBytes();
 
 // The alignment O_DIRECT needs for buffers, offsets and lengths. 4 KiB covers
 // every common logical block size.

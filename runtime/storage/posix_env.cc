@@ -209,7 +209,6 @@ namespace {
 struct KeptBuffers {
   Mutex mu;
   std::vector<AlignedBuffer> buffers GUARDED_BY(mu);
-  std::atomic<uint64_t> bytes{0};
 };
 
 KeptBuffers& Kept() {
@@ -222,11 +221,8 @@ KeptBuffers& Kept() {
 void KeepForever(AlignedBuffer buffer) {
   if (buffer.data() == nullptr) return;
   KeptBuffers& kept = Kept();
-  kept.bytes.fetch_add(buffer.size(), std::memory_order_relaxed);
   MutexLock lock(&kept.mu);
   kept.buffers.push_back(std::move(buffer));
 }
-
-uint64_t KeptForeverBytes() { return Kept().bytes.load(std::memory_order_relaxed); }
 
 }  // namespace kvtier
