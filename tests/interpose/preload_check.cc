@@ -10,6 +10,7 @@
 // identical. The other checks apply to the preloaded run. Exit status 0 when
 // every check holds, 1 otherwise (with both runs' output on stderr).
 // Thread-safety: single-threaded program.
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <regex.h>
@@ -18,9 +19,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -61,6 +65,74 @@ double Now() {
   return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
 }
 
+std::string ReadSmall(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string s = text.str();
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+// The process PID and its descendants, parents first (from /proc/*/stat).
+std::vector<pid_t> ProcessTree(pid_t root) {
+  std::vector<std::pair<pid_t, pid_t>> parent_of;  // (pid, ppid)
+  if (DIR* d = opendir("/proc")) {
+    while (dirent* e = readdir(d)) {
+      const pid_t p = atoi(e->d_name);
+      if (p <= 0) continue;
+      // "pid (comm) state ppid ...": comm may hold spaces, so read after ')'.
+      const std::string stat = ReadSmall("/proc/" + std::to_string(p) + "/stat");
+      const size_t close = stat.rfind(')');
+      if (close == std::string::npos) continue;
+      char state = 0;
+      int ppid = 0;
+      if (sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) == 2)
+        parent_of.emplace_back(p, ppid);
+    }
+    closedir(d);
+  }
+  std::vector<pid_t> tree{root};
+  for (size_t i = 0; i < tree.size(); ++i) {
+    for (const auto& [p, pp] : parent_of)
+      if (pp == tree[i]) tree.push_back(p);
+  }
+  return tree;
+}
+
+// What a hung run was doing, for the log: every thread of the process tree
+// with its state, kernel wait channel and (when gdb is installed) its stack.
+void DescribeHang(pid_t pid) {
+  fprintf(stderr, "---- timed out; what each process was doing:\n");
+  for (pid_t p : ProcessTree(pid)) {
+    const std::string dir = "/proc/" + std::to_string(p);
+    std::string cmdline = ReadSmall(dir + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    fprintf(stderr, "-- pid %d: %s\n", p, cmdline.c_str());
+    if (DIR* d = opendir((dir + "/task").c_str())) {
+      while (dirent* e = readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        const std::string t = dir + "/task/" + e->d_name;
+        const std::string stat = ReadSmall(t + "/stat");
+        const size_t close = stat.rfind(')');
+        fprintf(stderr, "   tid %s %s state %c wchan %s syscall %s\n", e->d_name,
+                ReadSmall(t + "/comm").c_str(),
+                close == std::string::npos ? '?' : stat[std::min(close + 2, stat.size() - 1)],
+                ReadSmall(t + "/wchan").c_str(), ReadSmall(t + "/syscall").c_str());
+      }
+      closedir(d);
+    }
+    if (system("command -v gdb >/dev/null 2>&1") != 0) {
+      fprintf(stderr, "   (no stacks: gdb is not installed)\n");
+      continue;
+    }
+    const std::string gdb = "timeout 30 gdb -p " + std::to_string(p) +
+                            " -batch -ex 'thread apply all bt 20' 2>/dev/null | grep -E "
+                            "'^(#|Thread)' >&2";
+    if (system(gdb.c_str()) != 0) fprintf(stderr, "   (gdb gave no stacks)\n");
+  }
+}
+
 Run Execute(const Args& a, bool preload) {
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
@@ -96,7 +168,8 @@ Run Execute(const Args& a, bool preload) {
     int left_ms = static_cast<int>((deadline - Now()) * 1000);
     if (left_ms <= 0) {
       r.timed_out = true;
-      kill(pid, SIGKILL);
+      DescribeHang(pid);
+      for (pid_t p : ProcessTree(pid)) kill(p, SIGKILL);
       break;
     }
     if (poll(fds, 2, left_ms) < 0 && errno != EINTR) break;
