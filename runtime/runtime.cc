@@ -731,9 +731,11 @@ std::string Runtime::HostSummaryText() {
   snprintf(
       buf, sizeof buf,
       "  page faults       %llu pages (%s) the engine waited for, mean %.0f us (first touches, "
-      "staged pages, pages on SSD); refaults %llu\n",
+      "staged pages, pages on SSD); refaults %llu; waits for a full staging %llu (%.1f ms in "
+      "all)\n",
       pages(faults), b(c.fault_bytes).c_str(),
-      faults ? double(g(c.fault_ns)) / double(faults) / 1000.0 : 0.0, pages(g(c.refaults)));
+      faults ? double(g(c.fault_ns)) / double(faults) / 1000.0 : 0.0, pages(g(c.refaults)),
+      pages(g(c.staging_waits)), double(g(c.staging_wait_ns)) / 1e6);
   out += buf;
   if (g(c.disk_budget_bytes) != 0) {
     // Pages that left memory for SSD: written at their eviction, or not
@@ -755,13 +757,15 @@ std::string Runtime::HostSummaryText() {
       snprintf(ratio, sizeof ratio, ", %.2fx what left memory", double(written) / double(left));
     snprintf(buf, sizeof buf,
              "  SSD               wrote %llu pages (%s%s; %llu copies ahead of an eviction), read "
-             "%llu pages (%s; %llu ahead of any touch, %llu of them in vain); copies kept %s; "
+             "%llu pages (%s; %llu ahead of any touch: %llu touched since, %llu left untouched, "
+             "in vain); copies kept %s; "
              "errors %llu, checksum mismatches %llu; %s\n",
              pages(written), b(c.spilled_bytes).c_str(), ratio, pages(ahead),
              pages(g(c.restored_pages)), b(c.restored_bytes).c_str(),
-             pages(g(c.restored_ahead_pages)), pages(g(c.readahead_vain_pages)),
-             b(c.disk_copy_bytes).c_str(), pages(g(c.spill_errors) + g(c.restore_errors)),
-             pages(g(c.checksum_mismatches)), SealWords(store_.get()));
+             pages(g(c.restored_ahead_pages)), pages(g(c.readahead_used_pages)),
+             pages(g(c.readahead_vain_pages)), b(c.disk_copy_bytes).c_str(),
+             pages(g(c.spill_errors) + g(c.restore_errors)), pages(g(c.checksum_mismatches)),
+             SealWords(store_.get()));
     out += buf;
     out += BufferSummaryText();
     out += InjectedSummaryText();

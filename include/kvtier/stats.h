@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define KVTIER_STATS_MAGIC 0x315453524954564bull /* "KVTIRST1" */
-#define KVTIER_STATS_VERSION 5u
+#define KVTIER_STATS_VERSION 6u
 #define KVTIER_STATS_PREFIX "kvtier." /* /dev/shm/kvtier.<pid> */
 #define KVTIER_STATS_MAX_REGIONS 64
 #define KVTIER_STATS_HEAT_BUCKETS 32

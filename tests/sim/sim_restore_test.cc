@@ -10,6 +10,9 @@
 // session that returns after its neighbour in the buffer reads its own
 // cells first; copies written ahead make the next eviction free; a
 // pipeline queue that breaks mid-restore loses nothing.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -471,6 +474,71 @@ TEST_F(SimDiskWriteTest, AWriteToAPageBackFromDiskIsCaughtByItsHashWithoutProtec
 // The pipeline copies a run in without the device lock and books it after:
 // a write in between (its write fault handled meanwhile) must leave the
 // page known written, or it would leave memory again without its new bytes.
+// Whether the page of `addr` has a PTE in this process (/proc/self/pagemap
+// bit 63: present).
+bool PteMapped(const void* addr) {
+  const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  uint64_t entry = 0;
+  const off_t at = static_cast<off_t>(reinterpret_cast<uintptr_t>(addr) / BasePageSize() * 8);
+  const bool read_ok = pread(fd, &entry, sizeof entry, at) == static_cast<ssize_t>(sizeof entry);
+  close(fd);
+  return read_ok && (entry >> 63) != 0;
+}
+
+TEST_F(SimDiskTest, APageReadAheadIsJudgedByItsTouchExactly) {
+  constexpr uint32_t kPages = 16, kTouched = 1;
+  SpillStore* store = MakeStore(32);
+  ASSERT_TRUE(store);
+  MemfdDeviceConfig config;
+  config.park_every = 1;  // every page read ahead: exact counts
+  auto dev = MakeDevice(32 * kPage, 1, false, store, config);
+  ASSERT_TRUE(dev);
+  RegionPtr region = HostRegion(*dev, 32, kPages);
+  ASSERT_TRUE(region);
+  Region& r = *region;
+  SpillAll(*dev, r);
+  // A touch of page 0: the pipeline reads the pages after it ahead.
+  EXPECT_EQ(CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)), -1);
+  WaitUntilRestorerIdle(*dev);
+  const uint64_t ahead = Get(counters_.restored_ahead_pages);
+  ASSERT_GT(ahead, kTouched) << "too little was read ahead for the test";  // 2 here
+  std::vector<uint32_t> parked;
+  for (uint32_t p = 1; p < kPages; ++p) {
+    if (r.pages[p].tier.load() != Tier::kDevice) continue;
+    parked.push_back(p);
+    // In memory, and not mapped until the engine touches it.
+    EXPECT_FALSE(PteMapped(PageBase(r, p))) << "page " << p << " was mapped before its touch";
+  }
+  ASSERT_EQ(parked.size(), ahead);
+  EXPECT_EQ(Get(counters_.readahead_used_pages), 0u);
+  EXPECT_EQ(Get(counters_.readahead_vain_pages), 0u);
+
+  // The engine touches some of them: mapped now, with the right bytes,
+  // and still known unchanged since their copy where the kernel maps them
+  // write-protected (no hash when they leave).
+  for (uint32_t i = 0; i < kTouched; ++i) {
+    const uint32_t p = parked[i];
+    EXPECT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << p;
+    EXPECT_TRUE(PteMapped(PageBase(r, p))) << p;
+    if (Protectable(r)) {
+      EXPECT_TRUE(Unwritten(r, p)) << p;
+    }
+  }
+  EXPECT_EQ(Get(counters_.readahead_used_pages), kTouched);
+
+  // All of them leave memory: the untouched ones were read in vain, and
+  // none needs a write.
+  const uint64_t spilled = Get(counters_.spilled_pages);
+  for (uint32_t p = 0; p < kPages; ++p) ASSERT_TRUE(dev->Demote(r, p).ok());
+  SpillAll(*dev, r);
+  EXPECT_EQ(Get(counters_.readahead_vain_pages), ahead - kTouched);
+  EXPECT_EQ(Get(counters_.spilled_pages), spilled);
+  for (uint32_t p = 0; p < kPages; ++p) {
+    EXPECT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << p;
+  }
+}
+
 TEST_F(SimDiskTest, AWriteBetweenAPipelineCopyAndItsBookingIsKept) {
   constexpr uint32_t kPages = 16, kTarget = 1;
   SpillStore* store = MakeStore(32);
@@ -478,6 +546,9 @@ TEST_F(SimDiskTest, AWriteBetweenAPipelineCopyAndItsBookingIsKept) {
   std::atomic<uintptr_t> target{0};
   std::atomic<bool> wrote{false}, written{false};
   MemfdDeviceConfig config;
+  // Mapped at once, as the pages a thread waits on are: a parked page
+  // cannot be written before its booking (its touch waits for it).
+  config.park_every = 0;
   config.after_unlocked_copy = [&](uintptr_t start, size_t len) {
     const uintptr_t t = target.load();
     if (t == 0 || t < start || t >= start + len || wrote.exchange(true)) return;

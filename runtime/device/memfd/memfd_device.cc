@@ -69,6 +69,7 @@ MemfdDevice::MemfdDevice(const MemfdDeviceConfig& config, UserFaultFd uffd, int 
       stop_fd_(stop_fd),
       by_base_(std::make_unique<std::map<uintptr_t, MemfdRegion*>>()),
       after_unlocked_copy_(config.after_unlocked_copy),
+      park_every_(config.park_every),
       scratch_(static_cast<size_t>(config.fault_threads) + 2, Who(config.backend)),
       page_io_(config.store) {}
 
@@ -620,6 +621,7 @@ Status MemfdDevice::ZapLocked(MemfdRegion& r, uint32_t page) {
 
 void MemfdDevice::SetTierLocked(MemfdRegion& r, uint32_t page, Tier to) {
   PageRecord& rec = r.region->pages[page];
+  if ((rec.backend & kParkedAhead) && to != Tier::kDevice) LeftParkedLocked(rec);
   if (to == Tier::kDevice && rec.tier.load(std::memory_order_relaxed) != to) {
     // Mapped by an install that did not write-protect it (those that do set
     // the flag again after this).

@@ -140,6 +140,16 @@ struct MemfdDeviceConfig {
   // kernel can), so that one that leaves again unwritten needs no hash to
   // say so (kPageUnwritten). Off: every such page is hashed as it leaves.
   bool write_protect = true;
+  // Park one page in `park_every` of those the restore pipeline reads
+  // ahead of any touch: into the memfd, unmapped until the engine's first
+  // touch (a MINOR fault) maps it, so that whether a page read ahead was
+  // touched before it left is known for that sample (readahead_used_pages
+  // and readahead_vain_pages count each parked page as park_every pages).
+  // 1: every one (exact counts); 0: none, all mapped at once as the pages
+  // a thread waits on are. Each parked page's touch costs a MINOR fault's
+  // round trip through a fault thread: parking all of them cost returning
+  // sessions 10-20% of their TTFT (bench-llama-host --matrix).
+  uint32_t park_every = 8;
 };
 
 // Per-region backend state (Region::backend points here).
@@ -316,6 +326,11 @@ class MemfdDevice final : public Device {
   // or, for pages in flight whose room is taken, without it.
   Status CopyIn(uintptr_t start, size_t len, const uint8_t* bytes, bool protect,
                 bool* unwritten) const;
+  // The pipeline's install of `count` pages from `first`: each run of
+  // `parked` pages is written into the memfd and left unmapped, the others
+  // are mapped by CopyIn (*unwritten: all of those write-protected).
+  Status InstallRun(MemfdRegion& r, uint32_t first, uint32_t count, const uint8_t* bytes,
+                    const std::vector<bool>& parked, bool protect, bool* unwritten) const;
   // Marks a kHost page in flight for a spill. nullptr: nothing to do (not
   // on the host, or already moving).
   Result<MemfdRegion*> BeginSpillLocked(Region& region, uint32_t page) REQUIRES(mu_);
@@ -410,6 +425,10 @@ class MemfdDevice final : public Device {
   bool TakeForRestoreLocked(MemfdRegion& r, uint32_t page, std::vector<RestoreJob>* out)
       REQUIRES(mu_);
   static constexpr size_t kMaxStreams = 8;
+  // PageRecord::backend: read ahead of any touch (kept until the next
+  // install), parked (read ahead and not yet touched), and the install
+  // clock at its install above them.
+  static constexpr uint32_t kReadAhead = 1, kParkedAhead = 2, kClockShift = 2;
   // Marks a page the engine is about to write (write_next_), at most
   // kMaxWriteNext of them.
   void MarkWriteNextLocked(uintptr_t addr) REQUIRES(mu_);
@@ -452,16 +471,23 @@ class MemfdDevice final : public Device {
   // The most pages the pipeline holds (queued or in flight) for reads
   // ahead of a touch: a share of the device.
   size_t AheadLimit() const;
-  // Read-ahead that pays for itself, judged as pages come in from disk
-  // (JudgeInstallLocked, which marks a page read `ahead` of any touch with
-  // the install clock): a page read ahead that comes in from disk again
-  // within two device capacities of installs was read in vain (the budget
-  // could not keep it to its touch, or the engine cycles through more than
-  // it holds): counted (readahead_vain_pages). Reads of other layers ahead
-  // (ReplicateLocked), which run furthest ahead of the engine, stop while
-  // that happens and for a second after (ReadAheadPaysLocked): they were
-  // most of what a budget below one decode step's KV read in vain.
-  void JudgeInstallLocked(PageRecord& rec, bool ahead) REQUIRES(mu_);
+  // Read-ahead that pays for itself. Counted exactly: a page read from disk
+  // ahead of any touch is parked (kParkedAhead in PageRecord::backend):
+  // written into the memfd and left unmapped in the engine's view, so that
+  // the engine's first touch raises a MINOR fault, which maps the page and
+  // drops the mark (HandleFault, readahead_used_pages). A page that leaves
+  // the device still parked was read in vain (LeftParkedLocked, from
+  // SetTierLocked: readahead_vain_pages).
+  // Reads of other layers ahead (ReplicateLocked), which run furthest ahead
+  // of the engine, stop while a page read ahead comes in from disk again
+  // within two device capacities of installs, and for a second after
+  // (JudgeInstallLocked, which keeps the install clock in the mark;
+  // ReadAheadPaysLocked): they were most of what a budget below one decode
+  // step's KV read in vain. (Stopping them whenever a parked page leaves
+  // untouched instead, the policy's demotions of pages read ahead included,
+  // read twice as much on a GQA shape: gqa-8L-6s of the matrix.)
+  void JudgeInstallLocked(PageRecord& rec, bool ahead, bool parked) REQUIRES(mu_);
+  void LeftParkedLocked(PageRecord& rec) REQUIRES(mu_);
   bool ReadAheadPaysLocked() const REQUIRES(mu_);
   // Ends one page's restore (queued or read): its disk I/O and its place
   // in restoring_pages_.
@@ -516,6 +542,8 @@ class MemfdDevice final : public Device {
   uint64_t installing_bytes_ GUARDED_BY(mu_) = 0;
   size_t max_page_size_ GUARDED_BY(mu_) = 0;  // of any region made
   const std::function<void(uintptr_t, size_t)> after_unlocked_copy_;
+  const uint32_t park_every_;
+  uint32_t park_clock_ GUARDED_BY(mu_) = 0;      // pages read ahead, for park_every_
   uint8_t* zero_src_ GUARDED_BY(mu_) = nullptr;  // COPY source without ZEROPAGE
   size_t zero_src_bytes_ GUARDED_BY(mu_) = 0;
 
@@ -534,11 +562,12 @@ class MemfdDevice final : public Device {
   uint64_t stream_clock_ GUARDED_BY(mu_) = 0;
   StrideGuess stride_ GUARDED_BY(mu_);
   size_t restoring_pages_ GUARDED_BY(mu_) = 0;  // read jobs queued or in flight
-  // Read-ahead that pays for itself (JudgeInstallLocked): pages installed
-  // from disk so far (the clock a read-ahead mark keeps,
-  // PageRecord::backend), and when a read ahead was last in vain.
+  // Pages installed from disk so far (the clock a read-ahead mark keeps),
+  // and when a page read ahead last came in from disk again soon after.
   uint32_t installs_ GUARDED_BY(mu_) = 0;
   Clock::time_point last_vain_ GUARDED_BY(mu_){};
+  // False once UFFDIO_CONTINUE_MODE_WP failed (a kernel older than 6.4).
+  bool continue_protects_ GUARDED_BY(mu_) = true;
   // Pages engine threads wait on in the pipeline (queued or being read), by
   // address, with when they faulted: installs count those as faults.
   std::unordered_map<uintptr_t, Clock::time_point> waiting_ GUARDED_BY(mu_);

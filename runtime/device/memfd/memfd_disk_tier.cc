@@ -298,8 +298,8 @@ Status MemfdDevice::InstallRestoredLocked(MemfdRegion& r, uint32_t page, const u
     rec.flags.fetch_or(kPageDiskCopy, std::memory_order_relaxed);
   }
   SetTierLocked(r, page, r.degraded ? Tier::kHost : Tier::kDevice);
+  if (!r.degraded) JudgeInstallLocked(rec, /*ahead=*/false, /*parked=*/false);
   if (unwritten) MapWritableOrMarkLocked(r, page);
-  if (!r.degraded) JudgeInstallLocked(rec, /*ahead=*/false);
   return Status::Ok();
 }
 

@@ -150,13 +150,19 @@ void MemfdDevice::WaitForStagingRoom(uint64_t bytes) {
   };
   if (!over() || store_ == nullptr || !store_->writable()) return;
   if (events_) events_->OnMemoryPressure();
-  const Clock::time_point deadline = Clock::now() + kStagingWait;
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + kStagingWait;
   MutexLock lock(&mu_);
   // A disk tier that stops taking writes (full, failing) ends the wait: the
   // pages then stay in memory, over the limit, rather than stall the engine.
   while (over() && store_->writable()) {
     if (!staging_room_.WaitUntil(mu_, deadline)) break;
   }
+  Counters::Add(counters_.staging_waits);
+  Counters::Add(
+      counters_.staging_wait_ns,
+      static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count()));
 }
 
 void MemfdDevice::HandleWriteFault(uintptr_t addr) {
@@ -207,8 +213,35 @@ void MemfdDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
     }
     Region& reg = *r->region;
     page = reg.PageOf(addr);  // relative to the aligned base
-    const PageRecord& rec = reg.pages[page];
+    PageRecord& rec = reg.pages[page];
     from = rec.tier.load(std::memory_order_relaxed);
+    if (from == Tier::kDevice && (rec.backend & kParkedAhead)) {
+      // The first touch of a page read ahead (parked in the memfd): the
+      // read paid. The whole page is mapped at once: write-protected for a
+      // read where the kernel can (its copy on SSD stays known current),
+      // else writable (the copy is then judged by the page's hash when it
+      // leaves).
+      rec.backend &= ~kParkedAhead;
+      Counters::Add(counters_.readahead_used_pages, park_every_);
+      bool all = false;
+      Status s;
+      if (!write && r->protectable && continue_protects_ &&
+          (rec.flags.load(std::memory_order_relaxed) & kPageUnwritten)) {
+        s = uffd_.ContinueProtected(reg.PageAddr(page), reg.page_size, &all);
+        if (!s.ok()) {
+          Log(1, "%s: %s; pages read ahead are mapped writable on their first touch", who(),
+              s.message().c_str());
+          continue_protects_ = false;
+        }
+      }
+      if (!all) {
+        rec.flags.fetch_and(static_cast<uint8_t>(~kPageUnwritten), std::memory_order_relaxed);
+        s = uffd_.Continue(reg.PageAddr(page), reg.page_size);
+      }
+      uffd_.Wake(base_addr, base_page);
+      if (!s.ok()) DegradeLocked(*r, s);
+      return;  // not a miss: the stride guess learns from misses only
+    }
     if (restorer_) NoteFaultLocked(reg.PageAddr(page), reg.page_size);
     if (from == Tier::kDevice) {
       // Resolved before this message was handled (a Promote, or a second

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -92,6 +93,22 @@ bool LooksAllZero(const uint8_t* bytes, size_t len) {
   uint64_t any = 0;
   for (size_t i = 0; i < 16; ++i) any |= words[i * (n - 1) / 15];
   return any == 0;
+}
+
+// pwrite(2) of all `n` bytes at `offset`.
+Status WriteFully(int fd, const uint8_t* bytes, uint64_t n, off_t offset) {
+  uint64_t done = 0;
+  while (done < n) {
+    const ssize_t w = pwrite(fd, bytes + done, n - done, offset + static_cast<off_t>(done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      return Status::Errorf("writing %llu bytes into the memfd at offset %lld failed: %s",
+                            static_cast<unsigned long long>(n), static_cast<long long>(offset),
+                            w < 0 ? strerror(errno) : "no progress");
+    }
+    done += static_cast<uint64_t>(w);
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -421,9 +438,6 @@ size_t MemfdDevice::AheadLimit() const {
   return std::max<uint64_t>(capacity() / kAheadShare / store_->page_size(), 3);
 }
 
-// A read-ahead mark (PageRecord::backend): bit 0 set, the install clock
-// (31 bits) above it.
-constexpr uint32_t kReadAheadMark = 1;
 // A page read ahead and wanted back from disk within this many device
 // capacities of installs was read in vain: left untouched, it was pushed out
 // by about a capacity of installs and read again when the engine got there;
@@ -434,15 +448,48 @@ constexpr uint32_t kVainDistance = 2;
 // long (a returning session after the engine's thrashing stopped).
 constexpr std::chrono::milliseconds kVainQuiet{1000};
 
-void MemfdDevice::JudgeInstallLocked(PageRecord& rec, bool ahead) {
+void MemfdDevice::JudgeInstallLocked(PageRecord& rec, bool ahead, bool parked) {
   const uint32_t mark = rec.backend;
-  rec.backend = ahead ? (installs_ << 1 | kReadAheadMark) : 0;
+  rec.backend = ahead ? (installs_ << kClockShift | kReadAhead | (parked ? kParkedAhead : 0)) : 0;
   ++installs_;
-  if (!(mark & kReadAheadMark)) return;
-  const uint32_t since = (installs_ - (mark >> 1)) & 0x7fffffffu;
+  if (!(mark & kReadAhead)) return;
+  const uint32_t since = (installs_ - (mark >> kClockShift)) & (~0u >> kClockShift);
   if (since > kVainDistance * (capacity() / store_->page_size())) return;  // it paid, or aged out
-  Counters::Add(counters_.readahead_vain_pages);
   last_vain_ = Clock::now();
+}
+
+void MemfdDevice::LeftParkedLocked(PageRecord& rec) {
+  rec.backend &= ~kParkedAhead;
+  Counters::Add(counters_.readahead_vain_pages, park_every_);
+}
+
+Status MemfdDevice::InstallRun(MemfdRegion& r, uint32_t first, uint32_t count, const uint8_t* bytes,
+                               const std::vector<bool>& parked, bool protect,
+                               bool* unwritten) const {
+  const size_t len = r.region->page_size;
+  *unwritten = true;
+  for (uint32_t i = 0; i < count;) {
+    uint32_t end = i + 1;
+    while (end < count && parked[end] == parked[i]) ++end;
+    const uint64_t off = uint64_t{i} * len, n = uint64_t{end - i} * len;
+    if (parked[i]) {
+      // Into the memfd only: the engine's first touch raises a MINOR fault.
+      if (Status s = WriteFully(r.views.memfd, bytes + off, n,
+                                static_cast<off_t>(uint64_t{first} * len + off));
+          !s.ok()) {
+        return s;
+      }
+    } else {
+      bool all = false;
+      if (Status s = CopyIn(r.region->PageAddr(first + i), n, bytes + off, protect, &all);
+          !s.ok()) {
+        return s;
+      }
+      *unwritten = *unwritten && all;
+    }
+    i = end;
+  }
+  return Status::Ok();
 }
 
 bool MemfdDevice::ReadAheadPaysLocked() const { return Clock::now() - last_vain_ >= kVainQuiet; }
@@ -497,7 +544,11 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
   bool degraded = false;
   bool protect = false;
   bool reserved = false;   // bytes_in taken in installing_bytes_
-  bool unwritten = false;  // all of them mapped write-protected
+  bool unwritten = false;  // all of the mapped ones mapped write-protected
+  // Pages read ahead of any touch are parked: written into the memfd, left
+  // unmapped in the engine's view (see ParkedAhead). The others (a thread
+  // waits on them, or the engine writes them next) are mapped.
+  std::vector<bool> parked(count, false);
   Status s;
   {
     MutexLock lock(&mu_);
@@ -524,6 +575,11 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
         // copy raises a WP fault, which clears the mark; marked after, with
         // the lock let go in between, the write would be lost.
         protect = r.protectable;
+        for (uint32_t i = 0; i < count; ++i) {
+          const uintptr_t addr = region->PageAddr(first + i);
+          parked[i] = park_every_ != 0 && !waiting_.contains(addr) && !write_next_.contains(addr) &&
+                      park_clock_++ % park_every_ == 0;
+        }
         if (protect) {
           for (uint32_t p = first; p < first + count; ++p) {
             region->pages[p].flags.fetch_or(kPageUnwritten, std::memory_order_relaxed);
@@ -539,13 +595,13 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
           reserved = true;
         } else {
           // A device too small to spare the room: copied in under the lock.
-          s = CopyIn(region->PageAddr(first), bytes_in, bytes, protect, &unwritten);
+          s = InstallRun(r, first, count, bytes, parked, protect, &unwritten);
         }
       }
     }
   }
   if (reserved) {
-    s = CopyIn(region->PageAddr(first), bytes_in, bytes, protect, &unwritten);
+    s = InstallRun(r, first, count, bytes, parked, protect, &unwritten);
     if (s.ok() && after_unlocked_copy_) after_unlocked_copy_(region->PageAddr(first), bytes_in);
   }
   bool installed = true;
@@ -568,20 +624,36 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
         // Marked before the copy, and no write fault since.
         const bool kept = (rec.flags.load(std::memory_order_relaxed) & kPageUnwritten) != 0;
         SetTierLocked(r, p, degraded ? Tier::kHost : Tier::kDevice);  // clears the mark
+        auto waited = waiting_.find(region->PageAddr(p));
+        bool park = !degraded && parked[p - first];
         if (degraded) {
           // Its bytes are in the memfd, where the engine will find them.
           store_->Free(rec.disk_slot);
         } else {
           store_->KeepAsCopy(rec.disk_slot);
           rec.flags.fetch_or(kPageDiskCopy, std::memory_order_relaxed);
-          if (unwritten) {
+          if (park && waited != waiting_.end()) {
+            // Touched while it was read: mapped now (writable: its copy is
+            // then judged by its hash when it leaves).
+            park = false;
+            if (Status m = uffd_.Continue(region->PageAddr(p), len); !m.ok()) {
+              Log(1, "%s: mapping a restored page: %s (its waiter faults again)", who(),
+                  m.message().c_str());
+              uffd_.Wake(region->PageAddr(p), len);
+            }
+          } else if (park) {
+            // Unmapped, nothing but kvtier can write it: its copy stays
+            // current until a touch maps it.
+            rec.flags.fetch_or(kPageUnwritten, std::memory_order_relaxed);
+          } else if (unwritten) {
             if (kept) rec.flags.fetch_or(kPageUnwritten, std::memory_order_relaxed);
             MapWritableIfMarkedLocked(r, p);
           }
         }
         rec.flags.fetch_and(static_cast<uint8_t>(~kPageInFlight), std::memory_order_relaxed);
-        auto waited = waiting_.find(region->PageAddr(p));
-        if (!degraded) JudgeInstallLocked(rec, /*ahead=*/waited == waiting_.end());
+        if (!degraded) {
+          JudgeInstallLocked(rec, /*ahead=*/waited == waiting_.end(), park);
+        }
         if (waited != waiting_.end()) {
           const auto wait_ns = static_cast<uint64_t>(
               std::chrono::duration_cast<std::chrono::nanoseconds>(now - waited->second).count());

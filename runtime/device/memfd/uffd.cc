@@ -26,9 +26,17 @@ namespace {
 // under a non-cooperative event; a bounded retry keeps a bug from spinning.
 constexpr int kMaxAgain = 10000;
 
+// UFFDIO_CONTINUE_MODE_WP (Linux 6.4), which older headers lack.
+#ifdef UFFDIO_CONTINUE_MODE_WP
+constexpr uint64_t kContinueModeWp = UFFDIO_CONTINUE_MODE_WP;
+#else
+constexpr uint64_t kContinueModeWp = uint64_t{1} << 1;
+#endif
+
 const char* OpName(int op) {
   static const char* const kNames[] = {"UFFDIO_CONTINUE", "UFFDIO_ZEROPAGE", "UFFDIO_COPY",
-                                       "UFFDIO_COPY (write-protected)"};
+                                       "UFFDIO_COPY (write-protected)",
+                                       "UFFDIO_CONTINUE (write-protected)"};
   return kNames[op];
 }
 
@@ -170,6 +178,12 @@ Status UserFaultFd::Unregister(uintptr_t start, size_t len) const {
 Status UserFaultFd::Continue(uintptr_t start, size_t len, bool* mapped) const {
   return Fill(Op::kContinue, start, len, nullptr, nullptr, mapped);
 }
+Status UserFaultFd::ContinueProtected(uintptr_t start, size_t len, bool* all) const {
+  bool skipped = false;
+  Status s = Fill(Op::kContinueProtected, start, len, nullptr, &skipped);
+  *all = s.ok() && !skipped;
+  return s;
+}
 Status UserFaultFd::ZeroFill(uintptr_t start, size_t len, bool* mapped) const {
   return Fill(Op::kZero, start, len, nullptr, nullptr, mapped);
 }
@@ -213,9 +227,11 @@ int UserFaultFd::Ioctl(Op op, uintptr_t start, size_t len, const void* src, size
   int rc = 0;
   int64_t progress = 0;
   switch (op) {
-    case Op::kContinue: {
+    case Op::kContinue:
+    case Op::kContinueProtected: {
       uffdio_continue c{};
       c.range = {start, len};
+      c.mode = op == Op::kContinueProtected ? kContinueModeWp : 0;
       rc = ioctl(fd_, UFFDIO_CONTINUE, &c);
       progress = c.mapped;
       break;
@@ -273,7 +289,7 @@ Status UserFaultFd::Fill(Op op, uintptr_t start, size_t len, const void* src, bo
       // The next base page is mapped already (a racing resolver), or, for a
       // zero/copy fill, already has bytes in the memfd: map those instead of
       // failing, and skip what is mapped.
-      if (op != Op::kContinue) {
+      if (op != Op::kContinue && op != Op::kContinueProtected) {
         size_t d = 0;
         const int e = Ioctl(Op::kContinue, start + off, base_page, nullptr, &d);
         if (e != 0 && e != -EEXIST) {

@@ -69,6 +69,10 @@ class UserFaultFd {
   // given): whether this call mapped any base page (false when all were
   // mapped already, by a racing resolver).
   Status Continue(uintptr_t start, size_t len, bool* mapped = nullptr) const;
+  // Continue, mapping the pages write-protected (the range must be
+  // registered protectable; UFFDIO_CONTINUE_MODE_WP, Linux 6.4 or newer: an
+  // older kernel fails it with EINVAL). *all as for CopyProtected.
+  Status ContinueProtected(uintptr_t start, size_t len, bool* all) const;
   // Fills holes in a range with zeroed pages (MISSING resolution), mapping
   // instead any page that already has bytes in the memfd. *mapped: as for
   // Continue.
@@ -92,7 +96,7 @@ class UserFaultFd {
   void Wake(uintptr_t start, size_t len) const;
 
  private:
-  enum class Op { kContinue, kZero, kCopy, kCopyProtected };
+  enum class Op { kContinue, kZero, kCopy, kCopyProtected, kContinueProtected };
   static int OpenFd(UserFaultFd& u);
   // *skipped (if given): whether some base page was found mapped or with
   // bytes in the memfd, and mapped as it was instead. *mapped (if given):
