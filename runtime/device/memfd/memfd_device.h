@@ -147,8 +147,9 @@ struct MemfdDeviceConfig {
   // and readahead_vain_pages count each parked page as park_every pages).
   // 1: every one (exact counts); 0: none, all mapped at once as the pages
   // a thread waits on are. Each parked page's touch costs a MINOR fault's
-  // round trip through a fault thread: parking all of them cost returning
-  // sessions 10-20% of their TTFT (bench-llama-host --matrix).
+  // round trip through a fault thread: parking all of them (a build with
+  // 1 here) cost returning sessions 10-20% of their TTFT in
+  // bench-llama-host --matrix runs of mha-4L-4s and gqa-8L-6s.
   uint32_t park_every = 8;
 };
 
@@ -471,8 +472,9 @@ class MemfdDevice final : public Device {
   // The most pages the pipeline holds (queued or in flight) for reads
   // ahead of a touch: a share of the device.
   size_t AheadLimit() const;
-  // Read-ahead that pays for itself. Counted exactly: a page read from disk
-  // ahead of any touch is parked (kParkedAhead in PageRecord::backend):
+  // Read-ahead that pays for itself. Counted on a sample: one page in
+  // park_every_ read from disk ahead of any touch is parked (kParkedAhead in
+  // PageRecord::backend):
   // written into the memfd and left unmapped in the engine's view, so that
   // the engine's first touch raises a MINOR fault, which maps the page and
   // drops the mark (HandleFault, readahead_used_pages). A page that leaves
@@ -483,9 +485,9 @@ class MemfdDevice final : public Device {
   // within two device capacities of installs, and for a second after
   // (JudgeInstallLocked, which keeps the install clock in the mark;
   // ReadAheadPaysLocked): they were most of what a budget below one decode
-  // step's KV read in vain. (Stopping them whenever a parked page leaves
-  // untouched instead, the policy's demotions of pages read ahead included,
-  // read twice as much on a GQA shape: gqa-8L-6s of the matrix.)
+  // step's KV read in vain. (A build that stopped them whenever a parked
+  // page left untouched instead, the policy's demotions of pages read ahead
+  // included, read twice as much on a GQA shape: gqa-8L-6s of the matrix.)
   void JudgeInstallLocked(PageRecord& rec, bool ahead, bool parked) REQUIRES(mu_);
   void LeftParkedLocked(PageRecord& rec) REQUIRES(mu_);
   bool ReadAheadPaysLocked() const REQUIRES(mu_);

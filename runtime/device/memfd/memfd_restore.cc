@@ -545,9 +545,10 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
   bool protect = false;
   bool reserved = false;   // bytes_in taken in installing_bytes_
   bool unwritten = false;  // all of the mapped ones mapped write-protected
-  // Pages read ahead of any touch are parked: written into the memfd, left
-  // unmapped in the engine's view (see ParkedAhead). The others (a thread
-  // waits on them, or the engine writes them next) are mapped.
+  // One in park_every_ of the pages read ahead of any touch is parked:
+  // written into the memfd, left unmapped in the engine's view (see
+  // JudgeInstallLocked in the header). The others, and those a thread waits
+  // on or the engine writes next, are mapped.
   std::vector<bool> parked(count, false);
   Status s;
   {
