@@ -498,8 +498,11 @@ TEST_F(SimDiskTest, APageReadAheadIsJudgedByItsTouchExactly) {
   ASSERT_TRUE(region);
   Region& r = *region;
   SpillAll(*dev, r);
-  // A touch of page 0: the pipeline reads the pages after it ahead.
+  // A touch of page 0: the pipeline reads the pages after it ahead (woken
+  // once the fault thread's own read of page 0 ends, maybe after the touch
+  // returns: page 1's arrival says it ran).
   EXPECT_EQ(CheckPattern(PageBase(r, 0), kPage, Seed(0, 1)), -1);
+  ASSERT_TRUE(WaitForTier(r, 1, Tier::kDevice)) << "page 1 was never read ahead";
   WaitUntilRestorerIdle(*dev);
   const uint64_t ahead = Get(counters_.restored_ahead_pages);
   ASSERT_GT(ahead, kTouched) << "too little was read ahead for the test";  // 2 here
