@@ -134,8 +134,15 @@ struct Level {
   uint64_t limit = kNoLimit;
   uint64_t used = 0;
   uint64_t swap = kNoLimit;
+  uint64_t inactive_anon = 0;
+  uint64_t swap_room = kNoLimit;  // what the level may still swap (before the machine's)
   std::string where;
 };
+
+// A hierarchical memory.stat key of v1 (total_KEY), or the level's own.
+void V1StatValue(const std::string& stat, const char* key, uint64_t* out) {
+  if (!StatValue(stat, std::string("total_") + key, out)) StatValue(stat, key, out);
+}
 
 Level ReadV1Level(Reader& rd, const std::string& dir) {
   Level l;
@@ -145,13 +152,29 @@ Level ReadV1Level(Reader& rd, const std::string& dir) {
   if (!rd.Count(dir + "/memory.usage_in_bytes", &usage)) return l;
   std::string stat;
   uint64_t inactive = 0;
-  if (rd.Read(dir + "/memory.stat", &stat) && !StatValue(stat, "total_inactive_file", &inactive))
-    StatValue(stat, "inactive_file", &inactive);
+  if (rd.Read(dir + "/memory.stat", &stat)) {
+    V1StatValue(stat, "inactive_file", &inactive);
+    V1StatValue(stat, "inactive_anon", &l.inactive_anon);
+  }
   l.limit = limit;
   l.used = usage - std::min(usage, inactive);
   l.where = dir + "/memory.limit_in_bytes";
   const uint64_t memsw = rd.Limit(dir + "/memory.memsw.limit_in_bytes");
-  if (memsw != kNoLimit) l.swap = memsw > limit ? memsw - limit : 0;
+  if (memsw != kNoLimit) {
+    l.swap = memsw > limit ? memsw - limit : 0;
+    uint64_t memsw_usage = 0;  // memory + swap: what is in swap is the difference
+    const uint64_t swapped = rd.Count(dir + "/memory.memsw.usage_in_bytes", &memsw_usage) &&
+                                     memsw_usage > usage
+                                 ? memsw_usage - usage
+                                 : 0;
+    l.swap_room = l.swap > swapped ? l.swap - swapped : 0;
+  }
+  uint64_t swappiness = 1;
+  std::string text;
+  if (rd.Read(dir + "/memory.swappiness", &text) && ParseUint(text, &swappiness) &&
+      swappiness == 0) {
+    l.swap_room = 0;  // anonymous memory is not swapped out at the cgroup's limit
+  }
   return l;
 }
 
@@ -165,11 +188,19 @@ Level ReadV2Level(Reader& rd, const std::string& dir) {
   if (!rd.Count(dir + "/memory.current", &current)) return l;
   std::string stat;
   uint64_t inactive = 0;
-  if (rd.Read(dir + "/memory.stat", &stat)) StatValue(stat, "inactive_file", &inactive);
+  if (rd.Read(dir + "/memory.stat", &stat)) {
+    StatValue(stat, "inactive_file", &inactive);
+    StatValue(stat, "inactive_anon", &l.inactive_anon);
+  }
   l.limit = limit;
   l.used = current - std::min(current, inactive);
   l.where = dir + (high < max ? "/memory.high" : "/memory.max");
   l.swap = rd.Limit(dir + "/memory.swap.max");
+  if (l.swap != kNoLimit) {
+    uint64_t swapped = 0;
+    if (!rd.Count(dir + "/memory.swap.current", &swapped)) swapped = 0;
+    l.swap_room = l.swap > swapped ? l.swap - swapped : 0;
+  }
   return l;
 }
 
@@ -276,6 +307,8 @@ WallReading ReadMemoryWall(Env& env, const std::string& root) {
     best.limit = l.limit;
     best.used = l.used;
     best.swap_limit = l.swap;
+    best.inactive_anon = l.inactive_anon;
+    best.swap_room = l.swap_room;
     best.where = l.where;
   };
 
@@ -314,17 +347,20 @@ WallReading ReadMemoryWall(Env& env, const std::string& root) {
     }
   }
   std::string meminfo;
-  uint64_t total = 0, available = 0;
+  uint64_t total = 0, available = 0, swap_free = 0;
   if (rd.Read("/proc/meminfo", &meminfo) && StatValue(meminfo, "MemTotal", &total, true) &&
       StatValue(meminfo, "MemAvailable", &available, true)) {
     Level machine;
     machine.limit = total;
     machine.used = total > available ? total - available : 0;
+    machine.swap_room = 0;  // MemAvailable counts no swap
     machine.where = "/proc/meminfo";
     consider(machine, WallReading::Source::kMemAvailable);
+    if (!StatValue(meminfo, "SwapFree", &swap_free, true)) swap_free = 0;
   } else {
     rd.Note("/proc/meminfo: no MemTotal and MemAvailable");
   }
+  best.swap_room = std::min(best.swap_room, swap_free);
   best.events = events;
   best.problem = std::move(rd.problem);
   return best;
@@ -365,8 +401,13 @@ uint64_t WallBudget::Next(const Look& look) {
     return budget_;
   }
   const uint64_t tiered = look.tiered_in_memory;
-  const uint64_t charged_other = w.used > tiered ? w.used - tiered : 0;
-  other_ = charged_other;
+  // Cold anonymous memory the kernel can swap: inactive anonymous pages
+  // beyond the tiered ones (which may all be on that list: shmem), as many
+  // as the swap takes. The wall met, the kernel swaps it out and the room
+  // is real; kvtier's own pages it leaves to kvtier.
+  swappable_ = w.inactive_anon > tiered ? std::min(w.inactive_anon - tiered, w.swap_room) : 0;
+  const uint64_t taken_here = tiered + swappable_;
+  other_ = w.used > taken_here ? w.used - taken_here : 0;
   const uint64_t unmade = own_reserve_ > look.own_buffers ? own_reserve_ - look.own_buffers : 0;
   headroom_ = std::max(w.limit / kHeadroomShare, kMinHeadroom) + unmade;
   const uint64_t taken = other_ + headroom_;
@@ -396,9 +437,12 @@ std::string WallBudget::Why(const WallReading& wall) const {
              FormatBytes(budget_).c_str());
     return buf;
   }
-  snprintf(buf, sizeof buf, "%s wall %s (%s), other memory %s, headroom %s: budget %s%s",
+  const std::string cold =
+      swappable_ == 0 ? ""
+                      : " (less " + FormatBytes(swappable_) + " of cold memory the kernel can swap)";
+  snprintf(buf, sizeof buf, "%s wall %s (%s), other memory %s%s, headroom %s: budget %s%s",
            WallSourceName(wall.source), FormatBytes(wall.limit).c_str(), wall.where.c_str(),
-           FormatBytes(other_).c_str(), FormatBytes(headroom_).c_str(),
+           FormatBytes(other_).c_str(), cold.c_str(), FormatBytes(headroom_).c_str(),
            FormatBytes(budget_).c_str(),
            at_floor_ ? " (the least kvtier can work with: the wall leaves no more)" : "");
   return buf;

@@ -56,6 +56,15 @@ struct WallReading {
 
   uint64_t used = 0;
   uint64_t swap_limit = kNoLimit;  // v2 memory.swap.max, v1 memsw - mem, where set
+  // Anonymous pages on the inactive list (memory.stat inactive_anon; shmem,
+  // kvtier's own tiered pages among them), and the bytes the level may still
+  // put in swap: the least of its swap limit's room and the machine's
+  // SwapFree; 0 where it cannot swap (no swap space, v1 memory.swappiness 0,
+  // v2 memory.swap.max 0) and at the machine's wall. The kernel swaps cold
+  // anonymous memory out when the wall is met, so up to swap_room of it is
+  // room, as inactive file pages are.
+  uint64_t inactive_anon = 0;
+  uint64_t swap_room = 0;
   // v2 memory.events high + max + oom of the process's own cgroup: rises
   // each time the cgroup meets its wall.
   uint64_t events = 0;
@@ -107,7 +116,9 @@ bool StatValue(std::string_view text, std::string_view key, uint64_t* out, bool 
 // The automatic budget that follows the wall. Each look gives the wall and
 // the bytes of tiered pages in memory now (they are charged within it, and
 // are the budget's own). The budget is the room the wall leaves after the
-// other memory (what is charged less the tiered pages) and a headroom: a thirty-second of the wall,
+// other memory (what is charged less the tiered pages, and less the cold
+// anonymous memory the kernel can swap: inactive anonymous pages beyond the
+// tiered ones, as many as the swap has room for) and a headroom: a thirty-second of the wall,
 // at least 4 MiB (what the other memory may grow by between two looks, and the kernel's own), and
 // the buffers kvtier has still to make (its disk tier's read and write
 // buffers, made at the first spill: `own_reserve` less what is already
@@ -129,6 +140,7 @@ class WallBudget {
   uint64_t Next(const Look& look);
   uint64_t budget() const { return budget_; }
   uint64_t other() const { return other_; }  // the wall's other memory, at the last look
+  uint64_t swappable() const { return swappable_; }  // cold memory left out of it, at the last look
   uint64_t headroom() const { return headroom_; }
   bool at_floor() const { return at_floor_; }
   // One line: the wall, its other memory, the headroom and the budget.
@@ -139,6 +151,7 @@ class WallBudget {
   const uint64_t own_reserve_;
   uint64_t budget_ = 0;
   uint64_t other_ = 0;
+  uint64_t swappable_ = 0;
   uint64_t headroom_ = 0;
   uint64_t events_ = 0;
   bool have_events_ = false;

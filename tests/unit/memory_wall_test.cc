@@ -173,6 +173,55 @@ TEST(MemoryWall, APathOutsideTheMountIsSaid) {
   EXPECT_NE(w.problem.find("/elsewhere/x"), std::string::npos) << w.problem;
 }
 
+TEST(MemoryWall, ColdAnonymousMemoryIsRoomOnlyWhereTheCgroupCanSwap) {
+  FakeTree t;
+  t.Machine(16 << 20, 12 << 20, 1 << 20);  // 1 GiB of swap free
+  t.V1("/pod");
+  t.V1Level("/pod", std::to_string(100 * kMiB), 80 * kMiB, 0, 30 * kMiB);
+  WallReading w = Read(t);
+  EXPECT_EQ(w.inactive_anon, 30 * kMiB);  // the hierarchical total_, not the level's own
+  EXPECT_EQ(w.swap_room, kGiB);           // no memsw limit: the machine's swap
+  // memory+swap limited to 110 MiB, 5 MiB of it in swap: 5 MiB more fit.
+  t.Write("/sys/fs/cgroup/memory/pod/memory.memsw.limit_in_bytes", std::to_string(110 * kMiB));
+  t.Write("/sys/fs/cgroup/memory/pod/memory.memsw.usage_in_bytes", std::to_string(85 * kMiB));
+  w = Read(t);
+  EXPECT_EQ(w.swap_limit, 10 * kMiB);
+  EXPECT_EQ(w.swap_room, 5 * kMiB);
+  EXPECT_EQ(w.problem, "");
+  // A cgroup that does not swap its anonymous memory.
+  t.Write("/sys/fs/cgroup/memory/pod/memory.swappiness", "0\n");
+  EXPECT_EQ(Read(t).swap_room, 0u);
+  t.Write("/sys/fs/cgroup/memory/pod/memory.swappiness", "60\n");
+  EXPECT_EQ(Read(t).swap_room, 5 * kMiB);
+  // A machine without swap.
+  t.Machine(16 << 20, 12 << 20, 0);
+  EXPECT_EQ(Read(t).swap_room, 0u);
+  // v2: memory.swap.max less memory.swap.current; 0 swaps nothing.
+  FakeTree v2;
+  v2.Machine(16 << 20, 12 << 20, 1 << 20);
+  v2.V2("/svc");
+  v2.V2Level("/svc", std::to_string(100 * kMiB), "max", 80 * kMiB, 0, 40 * kMiB);
+  EXPECT_EQ(Read(v2).swap_room, kGiB);  // no swap.max file: the machine's swap
+  v2.Write("/sys/fs/cgroup/svc/memory.swap.max", std::to_string(20 * kMiB));
+  v2.Write("/sys/fs/cgroup/svc/memory.swap.current", std::to_string(15 * kMiB));
+  w = Read(v2);
+  EXPECT_EQ(w.inactive_anon, 40 * kMiB);
+  EXPECT_EQ(w.swap_room, 5 * kMiB);
+  v2.Write("/sys/fs/cgroup/svc/memory.swap.max", "0\n");
+  EXPECT_EQ(Read(v2).swap_room, 0u);
+  // Garbage in swap.current: said, and counted as nothing swapped yet.
+  v2.Write("/sys/fs/cgroup/svc/memory.swap.max", std::to_string(20 * kMiB));
+  v2.Write("/sys/fs/cgroup/svc/memory.swap.current", "lots\n");
+  w = Read(v2);
+  EXPECT_EQ(w.swap_room, 20 * kMiB);
+  EXPECT_NE(w.problem.find("memory.swap.current"), std::string::npos) << w.problem;
+  // The machine's own wall (MemAvailable) counts no swap.
+  FakeTree none;
+  none.Machine(16 << 20, 12 << 20, 1 << 20);
+  EXPECT_EQ(Read(none).source, WallReading::Source::kMemAvailable);
+  EXPECT_EQ(Read(none).swap_room, 0u);
+}
+
 TEST(MemoryWall, ParsingSteps) {
   uint64_t v = 0;
   EXPECT_TRUE(ParseLimit("max\n", &v));
@@ -221,6 +270,36 @@ TEST(WallBudget, TheRoomLeftAfterOtherMemoryAndHeadroom) {
   EXPECT_EQ(b.Next(look), (1024 - 200 - 32) * kMiB);
   EXPECT_EQ(b.other(), 200 * kMiB);
   EXPECT_EQ(b.headroom(), 32 * kMiB);
+}
+
+TEST(WallBudget, ColdAnonymousMemoryBeyondTheTieredPagesIsRoom) {
+  WallBudget b(kMiB, 0);
+  WallBudget::Look look;
+  look.wall = Wall(1024 * kMiB, 300 * kMiB);
+  look.tiered_in_memory = 100 * kMiB;
+  look.wall.inactive_anon = 150 * kMiB;  // the tiered pages may all be among them
+  look.wall.swap_room = kGiB;
+  // other: 300 - 100 tiered - (150 - 100) cold = 150 MiB
+  EXPECT_EQ(b.Next(look), (1024 - 150 - 32) * kMiB);
+  EXPECT_EQ(b.other(), 150 * kMiB);
+  EXPECT_EQ(b.swappable(), 50 * kMiB);
+  EXPECT_NE(b.Why(look.wall).find("less 50 MiB of cold memory the kernel can swap"),
+            std::string::npos)
+      << b.Why(look.wall);
+  // As much as the swap takes.
+  look.wall.swap_room = 20 * kMiB;
+  b.Next(look);
+  EXPECT_EQ(b.other(), 180 * kMiB);
+  // No swap: none of it is room, and the line says nothing of it.
+  look.wall.swap_room = 0;
+  b.Next(look);
+  EXPECT_EQ(b.other(), 200 * kMiB);
+  EXPECT_EQ(b.Why(look.wall).find("cold memory"), std::string::npos);
+  // Fewer inactive anonymous pages than tiered ones: nothing beyond them.
+  look.wall.swap_room = kGiB;
+  look.wall.inactive_anon = 80 * kMiB;
+  b.Next(look);
+  EXPECT_EQ(b.other(), 200 * kMiB);
 }
 
 TEST(WallBudget, BuffersStillToBeMadeAreKeptOut) {
