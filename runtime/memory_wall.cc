@@ -163,10 +163,10 @@ Level ReadV1Level(Reader& rd, const std::string& dir) {
   if (memsw != kNoLimit) {
     l.swap = memsw > limit ? memsw - limit : 0;
     uint64_t memsw_usage = 0;  // memory + swap: what is in swap is the difference
-    const uint64_t swapped = rd.Count(dir + "/memory.memsw.usage_in_bytes", &memsw_usage) &&
-                                     memsw_usage > usage
-                                 ? memsw_usage - usage
-                                 : 0;
+    const uint64_t swapped =
+        rd.Count(dir + "/memory.memsw.usage_in_bytes", &memsw_usage) && memsw_usage > usage
+            ? memsw_usage - usage
+            : 0;
     l.swap_room = l.swap > swapped ? l.swap - swapped : 0;
   }
   uint64_t swappiness = 1;
@@ -437,9 +437,9 @@ std::string WallBudget::Why(const WallReading& wall) const {
              FormatBytes(budget_).c_str());
     return buf;
   }
-  const std::string cold =
-      swappable_ == 0 ? ""
-                      : " (less " + FormatBytes(swappable_) + " of cold memory the kernel can swap)";
+  const std::string cold = swappable_ == 0 ? ""
+                                           : " (less " + FormatBytes(swappable_) +
+                                                 " of cold memory the kernel can swap)";
   snprintf(buf, sizeof buf, "%s wall %s (%s), other memory %s%s, headroom %s: budget %s%s",
            WallSourceName(wall.source), FormatBytes(wall.limit).c_str(), wall.where.c_str(),
            FormatBytes(other_).c_str(), cold.c_str(), FormatBytes(headroom_).c_str(),

@@ -139,7 +139,7 @@ class WallBudget {
   // The budget for this look (also budget()).
   uint64_t Next(const Look& look);
   uint64_t budget() const { return budget_; }
-  uint64_t other() const { return other_; }  // the wall's other memory, at the last look
+  uint64_t other() const { return other_; }          // the wall's other memory, at the last look
   uint64_t swappable() const { return swappable_; }  // cold memory left out of it, at the last look
   uint64_t headroom() const { return headroom_; }
   bool at_floor() const { return at_floor_; }

@@ -31,11 +31,11 @@ class FakeTree {
   // A machine of 16 GiB with 12 GiB available, and swap_free_kib of swap free.
   void Machine(uint64_t total_kib = 16 << 20, uint64_t available_kib = 12 << 20,
                uint64_t swap_free_kib = 0) {
-    Write("/proc/meminfo", "MemTotal:       " + std::to_string(total_kib) +
-                               " kB\nMemFree:         1000 kB\nMemAvailable:   " +
-                               std::to_string(available_kib) + " kB\nSwapTotal:      " +
-                               std::to_string(swap_free_kib) + " kB\nSwapFree:       " +
-                               std::to_string(swap_free_kib) + " kB\n");
+    Write("/proc/meminfo",
+          "MemTotal:       " + std::to_string(total_kib) +
+              " kB\nMemFree:         1000 kB\nMemAvailable:   " + std::to_string(available_kib) +
+              " kB\nSwapTotal:      " + std::to_string(swap_free_kib) +
+              " kB\nSwapFree:       " + std::to_string(swap_free_kib) + " kB\n");
   }
   // A cgroup v1 machine: the memory controller at /sys/fs/cgroup/memory, the
   // process in `path`.
