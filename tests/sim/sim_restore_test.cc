@@ -773,6 +773,35 @@ TEST_F(SimDiskTest, AFirstTouchPopulatesTheNeverTouchedPagesAfterIt) {
   EXPECT_EQ(Get(counters_.faults), faults);
 }
 
+TEST_F(SimDiskTest, AFaultTakesTheStagingsReserveWithoutWaiting) {
+  SpillStore* store = MakeStore(32);
+  ASSERT_TRUE(store);
+  // The host backend's device: a staging of 8 pages, 2 of them the faults'
+  // reserve (one fault thread).
+  MemfdDeviceConfig config;
+  config.host_limit_bytes = 8 * kPage;
+  auto dev = MakeDevice(10 * kPage, 1, false, store, config);
+  ASSERT_TRUE(dev);
+  Result<RegionPtr> made = dev->CreateRegion(26, 24 * kPage, kPage, "kv-reserve");
+  ASSERT_TRUE(made.ok());
+  Region& r = *made.value();
+  for (uint32_t p = 0; p < 10; ++p) WritePattern(PageBase(r, p), kPage, Seed(p, 1));
+  // The policy moves eight written pages out: spills keep the reserve free.
+  for (uint32_t p = 0; p < 8; ++p) ASSERT_TRUE(dev->Demote(r, p).ok()) << p;
+  EXPECT_EQ(Get(counters_.host_used_bytes), 6 * kPage);
+  // A full device (10 pages again); the next touch evicts a written page
+  // into the staging: into the reserve, at once (no policy thread runs here
+  // to make room).
+  for (uint32_t p = 10; p < 19; ++p) WritePattern(PageBase(r, p), kPage, Seed(p, 1));
+  ASSERT_TRUE(events_.WaitForEvictions(1));
+  EXPECT_EQ(Get(counters_.staging_waits), 0u);
+  EXPECT_EQ(Get(counters_.host_used_bytes), 7 * kPage);
+  // Everything reads back as written.
+  for (uint32_t p = 0; p < 19; ++p) {
+    EXPECT_EQ(CheckPattern(PageBase(r, p), kPage, Seed(p, 1)), -1) << p;
+  }
+}
+
 TEST_F(SimDiskTest, CopiesWrittenAheadMakeTheNextEvictionFreeUnlessThePageChanged) {
   SpillStore* store = MakeStore(32);
   ASSERT_TRUE(store);

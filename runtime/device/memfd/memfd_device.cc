@@ -207,6 +207,11 @@ Result<RegionPtr> MemfdDevice::CreateRegion(RegionId id, size_t bytes, size_t pa
     return Status::Errorf("%s: region %u of %zu bytes: size out of range", who(), id, bytes);
   }
   const size_t whole = pages * page_size;
+  // The largest page a fault may evict, for the staging's reserve.
+  for (uint64_t had = largest_page_.load(std::memory_order_relaxed);
+       had < page_size &&
+       !largest_page_.compare_exchange_weak(had, page_size, std::memory_order_relaxed);) {
+  }
   Result<ShmViews> views = ShmViews::Create(whole, page_size, "kvtier:" + tag, range_);
   if (!views.ok())
     return views.status().Annotate(std::string(who()) + ": region " + std::to_string(id));
@@ -346,7 +351,7 @@ void MemfdDevice::DemotePages(std::span<const PageRef> pages, std::span<Status> 
     }
   }
   if (!punch.empty()) PunchLeftPages(punch);
-  for (const PageRef& p : pages) SpillOverLimit(*p.region, p.page);
+  for (const PageRef& p : pages) SpillOverLimit(*p.region, p.page, FaultReserve());
 }
 
 Status MemfdDevice::Demote(Region& region, uint32_t page) {
@@ -362,17 +367,17 @@ Status MemfdDevice::Demote(Region& region, uint32_t page) {
   Counters::Add(counters_.demoted_pages);
   Counters::Add(counters_.demoted_bytes, region.page_size);
   lock.Unlock();
-  SpillOverLimit(region, page);
+  SpillOverLimit(region, page, FaultReserve());
   return Status::Ok();
 }
 
-void MemfdDevice::SpillOverLimit(Region& region, uint32_t page) {
+void MemfdDevice::SpillOverLimit(Region& region, uint32_t page, uint64_t keep) {
   // The host backend's budget is the engine's memory: a page that takes the
-  // host tier past its limit goes on to SSD at once (the policy thread waits
-  // for the write; the engine does not). A spill that fails leaves it in
-  // memory, over the limit, and counted.
+  // host tier past its limit, less `keep`, goes on to SSD at once (the
+  // calling thread waits for the write; the engine does not). A spill that
+  // fails leaves it in memory, over the limit, and counted.
   if (host_limit() == 0 || store_ == nullptr ||
-      Counters::Get(counters_.host_used_bytes) <= host_limit()) {
+      Counters::Get(counters_.host_used_bytes) + keep <= host_limit()) {
     return;
   }
   (void)Spill(region, page);
@@ -409,7 +414,7 @@ Status MemfdDevice::Promote(Region& region, uint32_t page) {
     }
   }
   Report(evicted);
-  for (const Evicted& e : evicted) SpillOverLimit(*e.region, e.page);
+  for (const Evicted& e : evicted) SpillOverLimit(*e.region, e.page, FaultReserve());
   return s;
 }
 

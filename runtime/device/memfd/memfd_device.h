@@ -250,6 +250,12 @@ class MemfdDevice final : public Device {
   // most kStagingWait) for spills to make room, asking the runtime for a
   // tick first. Called with no lock held.
   void WaitForStagingRoom(uint64_t bytes);
+  // The staging's fault reserve: room below its limit that the policy
+  // thread's moves keep free (SpillOverLimit spills down past it), so that
+  // a fault's eviction finds room at once. Two of the
+  // largest region pages a fault thread, at most a quarter of the limit
+  // (none where a quarter holds no page).
+  uint64_t FaultReserve() const;
 
   // Every *Locked method requires mu_; RestoreLocked and DegradeLocked
   // release it for a while and hold it again when they return.
@@ -298,8 +304,10 @@ class MemfdDevice final : public Device {
   void ReleaseRegionLocked(MemfdRegion* r) REQUIRES(mu_);
   void Report(const std::vector<Evicted>& evicted);
   // With a host limit that `page` (just put on the host) takes the host
-  // tier past: spills it now. Called with no lock held.
-  void SpillOverLimit(Region& region, uint32_t page);
+  // tier past, less `keep`: spills it now. The policy thread's moves keep
+  // FaultReserve(); the restore pipeline keeps nothing. Called with no lock
+  // held.
+  void SpillOverLimit(Region& region, uint32_t page, uint64_t keep);
 
   // Disk tier (memfd_disk_tier.cc).
   // Restores a kDisk page that is not in flight to the device: marks it,
@@ -506,6 +514,7 @@ class MemfdDevice final : public Device {
   const Backend backend_;
   VaRange* const range_;
   std::atomic<uint64_t> host_limit_;
+  std::atomic<uint64_t> largest_page_{0};  // of the regions made so far (FaultReserve)
   const uint32_t fill_ahead_;
   const bool copy_ahead_;
   const bool write_protect_;

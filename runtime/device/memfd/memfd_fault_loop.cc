@@ -140,6 +140,14 @@ void MemfdDevice::FaultLoop(int ep) {
   close(ep);
 }
 
+uint64_t MemfdDevice::FaultReserve() const {
+  const uint64_t page = largest_page_.load(std::memory_order_relaxed);
+  const uint64_t quarter = host_limit() / 4;
+  return quarter < page
+             ? 0
+             : std::min(quarter, uint64_t{2} * static_cast<uint64_t>(fault_threads_) * page);
+}
+
 void MemfdDevice::WaitForStagingRoom(uint64_t bytes) {
   // Room for `bytes` more (at most the whole staging): each page coming in
   // may evict one there.
@@ -191,6 +199,8 @@ void MemfdDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
     HandleWriteFault(addr);
     return;
   }
+  // A fault may take the reserve that the policy's spills keep free below
+  // the limit; it waits only when that is gone too (the disk falls behind).
   if (host_limit() != 0) WaitForStagingRoom(BasePageSize());
   const bool minor = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_MINOR) != 0;
   const bool write = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0;

@@ -676,7 +676,7 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
     }
   }
   Report(evicted);
-  for (const Evicted& e : evicted) SpillOverLimit(*e.region, e.page);
+  for (const Evicted& e : evicted) SpillOverLimit(*e.region, e.page, /*keep=*/0);
   if (events_ && !degraded) {
     for (const auto& [page, wait_ns] : faulted)
       events_->OnFault(*region, page, Tier::kDisk, wait_ns);
@@ -1044,7 +1044,7 @@ void MemfdDevice::RestoreLoop() {
       }
     }
     Report(mapped_evicted);
-    for (const Evicted& e : mapped_evicted) SpillOverLimit(*e.region, e.page);
+    for (const Evicted& e : mapped_evicted) SpillOverLimit(*e.region, e.page, /*keep=*/0);
     for (const auto& [region, page] : mapped) {
       if (events_) events_->OnArrivedAhead(*region, page, 1, Tier::kHost);
     }
