@@ -135,7 +135,6 @@ struct Level {
   uint64_t used = 0;
   uint64_t swap = kNoLimit;
   uint64_t inactive_anon = 0;
-  uint64_t swap_room = kNoLimit;  // what the level may still swap (before the machine's)
   std::string where;
 };
 
@@ -160,22 +159,46 @@ Level ReadV1Level(Reader& rd, const std::string& dir) {
   l.used = usage - std::min(usage, inactive);
   l.where = dir + "/memory.limit_in_bytes";
   const uint64_t memsw = rd.Limit(dir + "/memory.memsw.limit_in_bytes");
-  if (memsw != kNoLimit) {
-    l.swap = memsw > limit ? memsw - limit : 0;
-    uint64_t memsw_usage = 0;  // memory + swap: what is in swap is the difference
+  if (memsw != kNoLimit) l.swap = memsw > limit ? memsw - limit : 0;
+  return l;
+}
+
+// What a level lets its memory still put in swap (kNoLimit: no limit of its
+// own), limited in memory or not: every level's swap limit holds below it.
+// v1: memory + swap less the memory limit, less what is in swap (memsw
+// usage less usage); none at swappiness 0. v2: memory.swap.max less
+// memory.swap.current.
+uint64_t SwapRoomOf(Reader& rd, const std::string& dir, bool v1) {
+  uint64_t room = kNoLimit;
+  if (v1) {
+    std::string text;
+    uint64_t swappiness = 1;
+    if (rd.Read(dir + "/memory.swappiness", &text) && ParseUint(text, &swappiness) &&
+        swappiness == 0) {
+      return 0;  // anonymous memory is not swapped out at the cgroup's limit
+    }
+    const uint64_t memsw = rd.Limit(dir + "/memory.memsw.limit_in_bytes");
+    if (memsw == kNoLimit) return room;
+    const uint64_t limit = rd.Limit(dir + "/memory.limit_in_bytes");
+    uint64_t usage = 0, memsw_usage = 0;
+    const bool have_memsw = rd.Count(dir + "/memory.memsw.usage_in_bytes", &memsw_usage);
+    if (limit == kNoLimit) {
+      // Memory and swap together are limited, memory alone is not.
+      return have_memsw && memsw_usage < memsw ? memsw - memsw_usage : (have_memsw ? 0 : memsw);
+    }
+    const uint64_t swap = memsw > limit ? memsw - limit : 0;
+    // What is in swap: memory + swap less memory.
     const uint64_t swapped =
-        rd.Count(dir + "/memory.memsw.usage_in_bytes", &memsw_usage) && memsw_usage > usage
+        have_memsw && rd.Count(dir + "/memory.usage_in_bytes", &usage) && memsw_usage > usage
             ? memsw_usage - usage
             : 0;
-    l.swap_room = l.swap > swapped ? l.swap - swapped : 0;
+    return swap > swapped ? swap - swapped : 0;
   }
-  uint64_t swappiness = 1;
-  std::string text;
-  if (rd.Read(dir + "/memory.swappiness", &text) && ParseUint(text, &swappiness) &&
-      swappiness == 0) {
-    l.swap_room = 0;  // anonymous memory is not swapped out at the cgroup's limit
-  }
-  return l;
+  const uint64_t swap = rd.Limit(dir + "/memory.swap.max");
+  if (swap == kNoLimit) return room;
+  uint64_t swapped = 0;
+  if (!rd.Count(dir + "/memory.swap.current", &swapped)) swapped = 0;
+  return swap > swapped ? swap - swapped : 0;
 }
 
 Level ReadV2Level(Reader& rd, const std::string& dir) {
@@ -196,11 +219,6 @@ Level ReadV2Level(Reader& rd, const std::string& dir) {
   l.used = current - std::min(current, inactive);
   l.where = dir + (high < max ? "/memory.high" : "/memory.max");
   l.swap = rd.Limit(dir + "/memory.swap.max");
-  if (l.swap != kNoLimit) {
-    uint64_t swapped = 0;
-    if (!rd.Count(dir + "/memory.swap.current", &swapped)) swapped = 0;
-    l.swap_room = l.swap > swapped ? l.swap - swapped : 0;
-  }
   return l;
 }
 
@@ -308,7 +326,6 @@ WallReading ReadMemoryWall(Env& env, const std::string& root) {
     best.used = l.used;
     best.swap_limit = l.swap;
     best.inactive_anon = l.inactive_anon;
-    best.swap_room = l.swap_room;
     best.where = l.where;
   };
 
@@ -316,6 +333,7 @@ WallReading ReadMemoryWall(Env& env, const std::string& root) {
   const bool have_cgroup = rd.Read("/proc/self/cgroup", &cgroup_text);
   const bool have_mounts = have_cgroup && rd.Read("/proc/self/mountinfo", &mountinfo);
   uint64_t events = 0;
+  uint64_t swap_room = kNoLimit;  // the least any level on the way up leaves
   if (have_mounts) {
     const CgroupPaths paths = ParseProcCgroup(cgroup_text);
     const CgroupMounts mounts = ParseMountinfo(mountinfo);
@@ -333,11 +351,17 @@ WallReading ReadMemoryWall(Env& env, const std::string& root) {
       const auto source = v1 ? WallReading::Source::kCgroupV1 : WallReading::Source::kCgroupV2;
       for (std::string d = dir;;) {
         consider(v1 ? ReadV1Level(rd, d) : ReadV2Level(rd, d), source);
+        swap_room = std::min(swap_room, SwapRoomOf(rd, d, v1));
         if (d.size() <= point.size()) break;
         d = d.substr(0, d.rfind('/'));
         if (d.size() < point.size()) break;
       }
       std::string text;
+      uint64_t swappiness = 1;
+      if (!v1 && rd.Read("/proc/sys/vm/swappiness", &text) && ParseUint(text, &swappiness) &&
+          swappiness == 0) {
+        swap_room = 0;  // v2 reclaims with the machine's swappiness: file pages only
+      }
       if (!v1 && rd.Read(dir + "/memory.events", &text)) {
         for (const char* key : {"high", "max", "oom"}) {
           uint64_t v = 0;
@@ -353,14 +377,16 @@ WallReading ReadMemoryWall(Env& env, const std::string& root) {
     Level machine;
     machine.limit = total;
     machine.used = total > available ? total - available : 0;
-    machine.swap_room = 0;  // MemAvailable counts no swap
     machine.where = "/proc/meminfo";
     consider(machine, WallReading::Source::kMemAvailable);
     if (!StatValue(meminfo, "SwapFree", &swap_free, true)) swap_free = 0;
   } else {
     rd.Note("/proc/meminfo: no MemTotal and MemAvailable");
   }
-  best.swap_room = std::min(best.swap_room, swap_free);
+  // Swap is room only at a cgroup's wall: MemAvailable counts none.
+  const bool cgroup = best.source == WallReading::Source::kCgroupV1 ||
+                      best.source == WallReading::Source::kCgroupV2;
+  best.swap_room = cgroup ? std::min(swap_room, swap_free) : 0;
   best.events = events;
   best.problem = std::move(rd.problem);
   return best;

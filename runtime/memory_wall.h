@@ -57,10 +57,11 @@ struct WallReading {
   uint64_t used = 0;
   uint64_t swap_limit = kNoLimit;  // v2 memory.swap.max, v1 memsw - mem, where set
   // Anonymous pages on the inactive list (memory.stat inactive_anon; shmem,
-  // kvtier's own tiered pages among them), and the bytes the level may still
-  // put in swap: the least of its swap limit's room and the machine's
-  // SwapFree; 0 where it cannot swap (no swap space, v1 memory.swappiness 0,
-  // v2 memory.swap.max 0) and at the machine's wall. The kernel swaps cold
+  // kvtier's own tiered pages among them), and the bytes the cgroup may
+  // still put in swap: the least room any level's swap limit leaves on the
+  // way up, and the machine's SwapFree; 0 where it cannot swap (no swap
+  // space, memory.swappiness 0 at any v1 level, vm.swappiness 0 under v2,
+  // memory.swap.max 0) and at the machine's wall. The kernel swaps cold
   // anonymous memory out when the wall is met, so up to swap_room of it is
   // room, as inactive file pages are.
   uint64_t inactive_anon = 0;

@@ -196,6 +196,24 @@ TEST(MemoryWall, ColdAnonymousMemoryIsRoomOnlyWhereTheCgroupCanSwap) {
   // A machine without swap.
   t.Machine(16 << 20, 12 << 20, 0);
   EXPECT_EQ(Read(t).swap_room, 0u);
+  // A level above with no memory limit of its own still limits the swap:
+  // memory + swap at most 100 MiB, 97 MiB of it used.
+  FakeTree nested;
+  nested.Machine(16 << 20, 12 << 20, 1 << 20);
+  nested.V1("/kube/pod");
+  nested.V1Level("/kube/pod", std::to_string(100 * kMiB), 80 * kMiB, 0, 30 * kMiB);
+  nested.Write("/sys/fs/cgroup/memory/kube/memory.limit_in_bytes", kV1Unlimited);
+  nested.Write("/sys/fs/cgroup/memory/kube/memory.memsw.limit_in_bytes",
+               std::to_string(100 * kMiB));
+  nested.Write("/sys/fs/cgroup/memory/kube/memory.memsw.usage_in_bytes", std::to_string(97 * kMiB));
+  w = Read(nested);
+  EXPECT_EQ(w.where, "/sys/fs/cgroup/memory/kube/pod/memory.limit_in_bytes");
+  EXPECT_EQ(w.swap_room, 3 * kMiB);
+  // Swappiness 0 anywhere on the way up.
+  nested.Write("/sys/fs/cgroup/memory/kube/memory.memsw.limit_in_bytes", kV1Unlimited);
+  EXPECT_EQ(Read(nested).swap_room, kGiB);
+  nested.Write("/sys/fs/cgroup/memory/memory.swappiness", "0\n");
+  EXPECT_EQ(Read(nested).swap_room, 0u);
   // v2: memory.swap.max less memory.swap.current; 0 swaps nothing.
   FakeTree v2;
   v2.Machine(16 << 20, 12 << 20, 1 << 20);
@@ -209,6 +227,21 @@ TEST(MemoryWall, ColdAnonymousMemoryIsRoomOnlyWhereTheCgroupCanSwap) {
   EXPECT_EQ(w.swap_room, 5 * kMiB);
   v2.Write("/sys/fs/cgroup/svc/memory.swap.max", "0\n");
   EXPECT_EQ(Read(v2).swap_room, 0u);
+  // A parent that swaps nothing, with no memory limit of its own.
+  FakeTree v2nested;
+  v2nested.Machine(16 << 20, 12 << 20, 1 << 20);
+  v2nested.V2("/a/b");
+  v2nested.V2Level("/a/b", std::to_string(100 * kMiB), "max", 80 * kMiB, 0, 40 * kMiB);
+  v2nested.V2Level("/a", "max", "max", 80 * kMiB);
+  EXPECT_EQ(Read(v2nested).swap_room, kGiB);
+  v2nested.Write("/sys/fs/cgroup/a/memory.swap.max", "0\n");
+  EXPECT_EQ(Read(v2nested).swap_room, 0u);
+  // v2 reclaims with the machine's swappiness: at 0, file pages only.
+  v2nested.Write("/sys/fs/cgroup/a/memory.swap.max", "max\n");
+  v2nested.Write("/proc/sys/vm/swappiness", "0\n");
+  EXPECT_EQ(Read(v2nested).swap_room, 0u);
+  v2nested.Write("/proc/sys/vm/swappiness", "60\n");
+  EXPECT_EQ(Read(v2nested).swap_room, kGiB);
   // Garbage in swap.current: said, and counted as nothing swapped yet.
   v2.Write("/sys/fs/cgroup/svc/memory.swap.max", std::to_string(20 * kMiB));
   v2.Write("/sys/fs/cgroup/svc/memory.swap.current", "lots\n");

@@ -207,11 +207,6 @@ Result<RegionPtr> MemfdDevice::CreateRegion(RegionId id, size_t bytes, size_t pa
     return Status::Errorf("%s: region %u of %zu bytes: size out of range", who(), id, bytes);
   }
   const size_t whole = pages * page_size;
-  // The largest page a fault may evict, for the staging's reserve.
-  for (uint64_t had = largest_page_.load(std::memory_order_relaxed);
-       had < page_size &&
-       !largest_page_.compare_exchange_weak(had, page_size, std::memory_order_relaxed);) {
-  }
   Result<ShmViews> views = ShmViews::Create(whole, page_size, "kvtier:" + tag, range_);
   if (!views.ok())
     return views.status().Annotate(std::string(who()) + ": region " + std::to_string(id));
@@ -235,7 +230,8 @@ Result<RegionPtr> MemfdDevice::CreateRegion(RegionId id, size_t bytes, size_t pa
   sim->protectable = protectable && write_protect_;
   MutexLock lock(&mu_);
   (*by_base_)[base] = sim.get();
-  max_page_size_ = std::max(max_page_size_, page_size);
+  max_page_size_.store(std::max(max_page_size_.load(std::memory_order_relaxed), page_size),
+                       std::memory_order_relaxed);
   region->backend = sim.release();
   return region;
 }

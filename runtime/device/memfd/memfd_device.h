@@ -514,7 +514,6 @@ class MemfdDevice final : public Device {
   const Backend backend_;
   VaRange* const range_;
   std::atomic<uint64_t> host_limit_;
-  std::atomic<uint64_t> largest_page_{0};  // of the regions made so far (FaultReserve)
   const uint32_t fill_ahead_;
   const bool copy_ahead_;
   const bool write_protect_;
@@ -551,7 +550,8 @@ class MemfdDevice final : public Device {
   // Room taken by pipeline installs under way without the lock (their
   // pages are copied in, not yet resident); MakeRoomLocked counts it.
   uint64_t installing_bytes_ GUARDED_BY(mu_) = 0;
-  size_t max_page_size_ GUARDED_BY(mu_) = 0;  // of any region made
+  // Of any region made: written under mu_, read without it too (FaultReserve).
+  std::atomic<size_t> max_page_size_{0};
   const std::function<void(uintptr_t, size_t)> after_unlocked_copy_;
   const uint32_t park_every_;
   uint32_t park_clock_ GUARDED_BY(mu_) = 0;      // pages read ahead, for park_every_

@@ -141,7 +141,7 @@ void MemfdDevice::FaultLoop(int ep) {
 }
 
 uint64_t MemfdDevice::FaultReserve() const {
-  const uint64_t page = largest_page_.load(std::memory_order_relaxed);
+  const uint64_t page = max_page_size_.load(std::memory_order_relaxed);
   const uint64_t quarter = host_limit() / 4;
   return quarter < page
              ? 0

@@ -556,7 +556,7 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
     // Installs under way without the lock leave room for this one and a
     // page for each fault thread (whose room MakeRoomLocked must find
     // among resident pages), or this one waits for them.
-    const uint64_t keep = uint64_t{max_page_size_} * fault_threads_;
+    const uint64_t keep = uint64_t{max_page_size_.load(std::memory_order_relaxed)} * fault_threads_;
     while (installing_bytes_ > 0 && installing_bytes_ + bytes_in + keep > capacity()) {
       disk_io_done_.Wait(mu_);
     }
