@@ -135,6 +135,7 @@ struct Level {
   uint64_t used = 0;
   uint64_t swap = kNoLimit;
   uint64_t inactive_anon = 0;
+  uint64_t swap_room = kNoLimit;  // what the level lets its memory still swap (kNoLimit: no limit)
   std::string where;
 };
 
@@ -143,12 +144,39 @@ void V1StatValue(const std::string& stat, const char* key, uint64_t* out) {
   if (!StatValue(stat, std::string("total_") + key, out)) StatValue(stat, key, out);
 }
 
+// A setting file that reads 0 (a swappiness): false when absent or garbage.
+bool IsZero(Reader& rd, const std::string& path) {
+  std::string text;
+  uint64_t v = 1;
+  return rd.Read(path, &text) && ParseUint(text, &v) && v == 0;
+}
+
 Level ReadV1Level(Reader& rd, const std::string& dir) {
   Level l;
+  // Swap first: every level's swap limit holds below it, limited in memory
+  // or not. Memory + swap less the memory limit, less what is in swap
+  // (memsw usage less usage); none at swappiness 0, where anonymous memory
+  // is not swapped out at the cgroup's limit.
   const uint64_t limit = rd.Limit(dir + "/memory.limit_in_bytes");
-  if (limit == kNoLimit) return l;
+  const uint64_t memsw = rd.Limit(dir + "/memory.memsw.limit_in_bytes");
   uint64_t usage = 0;
-  if (!rd.Count(dir + "/memory.usage_in_bytes", &usage)) return l;
+  const bool have_usage = limit != kNoLimit && rd.Count(dir + "/memory.usage_in_bytes", &usage);
+  if (IsZero(rd, dir + "/memory.swappiness")) {
+    l.swap_room = 0;
+  } else if (memsw != kNoLimit) {
+    uint64_t memsw_usage = 0;
+    const bool have_memsw = rd.Count(dir + "/memory.memsw.usage_in_bytes", &memsw_usage);
+    if (limit == kNoLimit) {
+      // Memory and swap together are limited, memory alone is not.
+      l.swap_room = !have_memsw ? memsw : (memsw > memsw_usage ? memsw - memsw_usage : 0);
+    } else {
+      const uint64_t swap = memsw > limit ? memsw - limit : 0;
+      const uint64_t swapped =
+          have_memsw && have_usage && memsw_usage > usage ? memsw_usage - usage : 0;
+      l.swap_room = swap > swapped ? swap - swapped : 0;
+    }
+  }
+  if (!have_usage) return l;  // no memory limit here (or no usage to weigh it by)
   std::string stat;
   uint64_t inactive = 0;
   if (rd.Read(dir + "/memory.stat", &stat)) {
@@ -158,51 +186,19 @@ Level ReadV1Level(Reader& rd, const std::string& dir) {
   l.limit = limit;
   l.used = usage - std::min(usage, inactive);
   l.where = dir + "/memory.limit_in_bytes";
-  const uint64_t memsw = rd.Limit(dir + "/memory.memsw.limit_in_bytes");
   if (memsw != kNoLimit) l.swap = memsw > limit ? memsw - limit : 0;
   return l;
 }
 
-// What a level lets its memory still put in swap (kNoLimit: no limit of its
-// own), limited in memory or not: every level's swap limit holds below it.
-// v1: memory + swap less the memory limit, less what is in swap (memsw
-// usage less usage); none at swappiness 0. v2: memory.swap.max less
-// memory.swap.current.
-uint64_t SwapRoomOf(Reader& rd, const std::string& dir, bool v1) {
-  uint64_t room = kNoLimit;
-  if (v1) {
-    std::string text;
-    uint64_t swappiness = 1;
-    if (rd.Read(dir + "/memory.swappiness", &text) && ParseUint(text, &swappiness) &&
-        swappiness == 0) {
-      return 0;  // anonymous memory is not swapped out at the cgroup's limit
-    }
-    const uint64_t memsw = rd.Limit(dir + "/memory.memsw.limit_in_bytes");
-    if (memsw == kNoLimit) return room;
-    const uint64_t limit = rd.Limit(dir + "/memory.limit_in_bytes");
-    uint64_t usage = 0, memsw_usage = 0;
-    const bool have_memsw = rd.Count(dir + "/memory.memsw.usage_in_bytes", &memsw_usage);
-    if (limit == kNoLimit) {
-      // Memory and swap together are limited, memory alone is not.
-      return have_memsw && memsw_usage < memsw ? memsw - memsw_usage : (have_memsw ? 0 : memsw);
-    }
-    const uint64_t swap = memsw > limit ? memsw - limit : 0;
-    // What is in swap: memory + swap less memory.
-    const uint64_t swapped =
-        have_memsw && rd.Count(dir + "/memory.usage_in_bytes", &usage) && memsw_usage > usage
-            ? memsw_usage - usage
-            : 0;
-    return swap > swapped ? swap - swapped : 0;
-  }
-  const uint64_t swap = rd.Limit(dir + "/memory.swap.max");
-  if (swap == kNoLimit) return room;
-  uint64_t swapped = 0;
-  if (!rd.Count(dir + "/memory.swap.current", &swapped)) swapped = 0;
-  return swap > swapped ? swap - swapped : 0;
-}
-
 Level ReadV2Level(Reader& rd, const std::string& dir) {
   Level l;
+  // Swap first, as in v1: memory.swap.max less memory.swap.current.
+  l.swap = rd.Limit(dir + "/memory.swap.max");
+  if (l.swap != kNoLimit) {
+    uint64_t swapped = 0;
+    if (!rd.Count(dir + "/memory.swap.current", &swapped)) swapped = 0;
+    l.swap_room = l.swap > swapped ? l.swap - swapped : 0;
+  }
   const uint64_t max = rd.Limit(dir + "/memory.max");
   const uint64_t high = rd.Limit(dir + "/memory.high");
   const uint64_t limit = std::min(max, high);
@@ -218,7 +214,6 @@ Level ReadV2Level(Reader& rd, const std::string& dir) {
   l.limit = limit;
   l.used = current - std::min(current, inactive);
   l.where = dir + (high < max ? "/memory.high" : "/memory.max");
-  l.swap = rd.Limit(dir + "/memory.swap.max");
   return l;
 }
 
@@ -350,18 +345,17 @@ WallReading ReadMemoryWall(Env& env, const std::string& root) {
     if (!dir.empty()) {
       const auto source = v1 ? WallReading::Source::kCgroupV1 : WallReading::Source::kCgroupV2;
       for (std::string d = dir;;) {
-        consider(v1 ? ReadV1Level(rd, d) : ReadV2Level(rd, d), source);
-        swap_room = std::min(swap_room, SwapRoomOf(rd, d, v1));
+        const Level level = v1 ? ReadV1Level(rd, d) : ReadV2Level(rd, d);
+        consider(level, source);
+        swap_room = std::min(swap_room, level.swap_room);
         if (d.size() <= point.size()) break;
         d = d.substr(0, d.rfind('/'));
         if (d.size() < point.size()) break;
       }
-      std::string text;
-      uint64_t swappiness = 1;
-      if (!v1 && rd.Read("/proc/sys/vm/swappiness", &text) && ParseUint(text, &swappiness) &&
-          swappiness == 0) {
+      if (!v1 && IsZero(rd, "/proc/sys/vm/swappiness")) {
         swap_room = 0;  // v2 reclaims with the machine's swappiness: file pages only
       }
+      std::string text;
       if (!v1 && rd.Read(dir + "/memory.events", &text)) {
         for (const char* key : {"high", "max", "oom"}) {
           uint64_t v = 0;

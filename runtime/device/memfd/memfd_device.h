@@ -252,9 +252,9 @@ class MemfdDevice final : public Device {
   void WaitForStagingRoom(uint64_t bytes);
   // The staging's fault reserve: room below its limit that the policy
   // thread's moves keep free (SpillOverLimit spills down past it), so that
-  // a fault's eviction finds room at once. Two of the
-  // largest region pages a fault thread, at most a quarter of the limit
-  // (none where a quarter holds no page).
+  // a fault's eviction finds room at once. Two of the largest region pages
+  // a fault thread, at most a quarter of the limit (none where a quarter
+  // holds no page).
   uint64_t FaultReserve() const;
 
   // Every *Locked method requires mu_; RestoreLocked and DegradeLocked
