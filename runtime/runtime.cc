@@ -731,8 +731,8 @@ std::string Runtime::HostSummaryText() {
   snprintf(
       buf, sizeof buf,
       "  page faults       %llu pages (%s) the engine waited for, mean %.0f us (first touches, "
-      "staged pages, pages on SSD); refaults %llu; waits for a full staging %llu (%.1f ms in "
-      "all)\n",
+      "staged pages, pages on SSD); refaults %llu; faults and installs waited for a full "
+      "staging %llu times (%.1f ms in all)\n",
       pages(faults), b(c.fault_bytes).c_str(),
       faults ? double(g(c.fault_ns)) / double(faults) / 1000.0 : 0.0, pages(g(c.refaults)),
       pages(g(c.staging_waits)), double(g(c.staging_wait_ns)) / 1e6);

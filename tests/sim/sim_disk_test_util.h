@@ -68,6 +68,17 @@ class SimDiskTest : public SimDeviceTest {
     return true;
   }
 
+  // Polls for a gauge another thread brings down (the staging's drain
+  // writes pages with no event a test could wait on).
+  static bool WaitForCounterAtMost(const std::atomic<uint64_t>& c, uint64_t most) {
+    const auto deadline = std::chrono::steady_clock::now() + kEventDeadline;
+    while (c.load() > most) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
+
   // Creates a region of `pages` pages, writes each with its version-1
   // pattern, and demotes them all to the host tier.
   static RegionPtr HostRegion(MemfdDevice& dev, RegionId id, uint32_t pages, size_t page = kPage) {

@@ -45,6 +45,7 @@ Result<std::unique_ptr<MemfdDevice>> MemfdDevice::Create(const MemfdDeviceConfig
   std::unique_ptr<MemfdDevice> device(new MemfdDevice(config, std::move(uffd).value(), stop_fd));
   Status started = device->StartThreads(config.fault_threads, config.check_step);
   if (started.ok()) started = device->StartRestorer(config.check_step);
+  if (started.ok()) started = device->StartDrainer(config.check_step);
   if (!started.ok()) return started.Annotate(who);
   Log(1, "%s: capacity %llu bytes, %d fault threads, userfaultfd from %s, disk tier %s", who,
       static_cast<unsigned long long>(config.capacity_bytes), config.fault_threads,
@@ -80,6 +81,7 @@ MemfdDevice::~MemfdDevice() {
     // nothing; exit or exec reclaims it.
     for (auto& t : threads_) (void)t.release();
     (void)restorer_.release();
+    (void)drainer_.release();
     (void)by_base_.release();
     return;
   }
@@ -628,8 +630,15 @@ void MemfdDevice::SetTierLocked(MemfdRegion& r, uint32_t page, Tier to) {
     // the flag again after this).
     rec.flags.fetch_and(static_cast<uint8_t>(~kPageUnwritten), std::memory_order_relaxed);
   }
-  const Tier from =
-      MoveTier(rec, r.links[page], r.region->page_size, to, resident_, resident_bytes_, counters_);
+  const uint64_t len = r.region->page_size;
+  // Off the staged list first: MoveTier may put the same link on resident_.
+  const bool was_staged = rec.tier.load(std::memory_order_relaxed) == Tier::kHost;
+  if (was_staged && to != Tier::kHost) staged_.Remove(&r.links[page], len);
+  const Tier from = MoveTier(rec, r.links[page], len, to, resident_, resident_bytes_, counters_);
+  if (to == Tier::kHost && !was_staged) {
+    staged_.PushNewest(&r.links[page], len);
+    if (drainer_ && StagingOverTargetLocked()) drain_work_.Signal();
+  }
   if (from == Tier::kHost && to != from && host_limit() != 0) staging_room_.SignalAll();
 }
 

@@ -247,8 +247,8 @@ class MemfdDevice final : public Device {
   void HandleFault(const uffd_msg& msg, Clock::time_point read_at);
   // With a host limit: while the host tier has no room for `bytes` more
   // (at most its whole limit) and the disk tier takes writes, waits (at
-  // most kStagingWait) for spills to make room, asking the runtime for a
-  // tick first. Called with no lock held.
+  // most kStagingWait) for the drain's writes to make room. Called with no
+  // lock held.
   void WaitForStagingRoom(uint64_t bytes);
   // The staging's fault reserve: room below its limit that the policy
   // thread's moves keep free (SpillOverLimit spills down past it), so that
@@ -256,6 +256,16 @@ class MemfdDevice final : public Device {
   // a fault thread, at most a quarter of the limit (none where a quarter
   // holds no page).
   uint64_t FaultReserve() const;
+  // The staging's drain (memfd_fault_loop.cc), with a host limit and a disk
+  // tier: a thread that writes the oldest staged pages to SSD as soon as
+  // the staging holds more than DrainTarget(), so that the room a fault or
+  // an install needs is made ahead, not by the policy's next tick.
+  Status StartDrainer(const StartStepCheck& check);
+  void DrainLoop();
+  // The limit less the fault reserve (at least one page of the largest
+  // size kept free).
+  uint64_t DrainTarget() const;
+  bool StagingOverTargetLocked() const REQUIRES(mu_);
 
   // Every *Locked method requires mu_; RestoreLocked and DegradeLocked
   // release it for a while and hold it again when they return.
@@ -305,8 +315,8 @@ class MemfdDevice final : public Device {
   void Report(const std::vector<Evicted>& evicted);
   // With a host limit that `page` (just put on the host) takes the host
   // tier past, less `keep`: spills it now. The policy thread's moves keep
-  // FaultReserve(); the restore pipeline keeps nothing. Called with no lock
-  // held.
+  // FaultReserve() (the restore pipeline writes nothing: its evictions are
+  // the drain's). Called with no lock held.
   void SpillOverLimit(Region& region, uint32_t page, uint64_t keep);
 
   // Disk tier (memfd_disk_tier.cc).
@@ -543,6 +553,12 @@ class MemfdDevice final : public Device {
   // With mu_: signalled when a page leaves the host tier (room for a fault
   // waiting in WaitForStagingRoom).
   CondVar staging_room_;
+  // The staged pages (in the host tier) with a host limit, oldest first,
+  // on the links resident_ uses (a page is on one list at most).
+  ResidentList<MemfdRegion> staged_ GUARDED_BY(mu_);
+  CondVar drain_work_;  // with mu_: the staging is over DrainTarget(), or stop
+  bool drain_stop_ GUARDED_BY(mu_) = false;
+  std::unique_ptr<std::thread> drainer_;  // null: no host limit or no disk tier
   // Engine view base -> region. Heap-held so a forked child can leak it.
   std::unique_ptr<std::map<uintptr_t, MemfdRegion*>> by_base_ GUARDED_BY(mu_);
   ResidentList<MemfdRegion> resident_ GUARDED_BY(mu_);

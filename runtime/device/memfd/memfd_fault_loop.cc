@@ -8,10 +8,12 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "runtime/device/memfd/memfd_device.h"
 #include "runtime/internal_thread.h"
@@ -80,6 +82,15 @@ Status MemfdDevice::StartThreads(int count, const StartStepCheck& check) {
 }
 
 void MemfdDevice::StopThreads() {
+  if (drainer_) {
+    {
+      MutexLock lock(&mu_);
+      drain_stop_ = true;
+      drain_work_.SignalAll();
+    }
+    drainer_->join();
+    drainer_.reset();
+  }
   if (restorer_) {
     {
       MutexLock lock(&mu_);
@@ -148,6 +159,79 @@ uint64_t MemfdDevice::FaultReserve() const {
              : std::min(quarter, uint64_t{2} * static_cast<uint64_t>(fault_threads_) * page);
 }
 
+uint64_t MemfdDevice::DrainTarget() const {
+  const uint64_t limit = host_limit();
+  const uint64_t keep =
+      std::max<uint64_t>(FaultReserve(), max_page_size_.load(std::memory_order_relaxed));
+  return limit > keep ? limit - keep : 0;
+}
+
+bool MemfdDevice::StagingOverTargetLocked() const {
+  return host_limit() != 0 && Counters::Get(counters_.host_used_bytes) > DrainTarget();
+}
+
+Status MemfdDevice::StartDrainer(const StartStepCheck& check) {
+  if (store_ == nullptr || host_limit() == 0) return Status::Ok();
+  if (Status s = CheckStartStep(check, "staging drain thread"); !s.ok()) return s;
+  sigset_t old;  // as the fault threads: no asynchronous signal runs on it
+  BlockAsyncSignals(&old);
+  Status status;
+  try {
+    drainer_ = std::make_unique<std::thread>([this] { DrainLoop(); });
+  } catch (const std::system_error& e) {
+    status = Status::Errorf("starting the staging drain thread failed: %s", e.what());
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return status;
+}
+
+void MemfdDevice::DrainLoop() {
+  MarkKvtierThread();
+  pthread_setname_np(pthread_self(), "kvtier-drain");
+  // Pages written in one pass: the writes go out together, and the first
+  // ones leave the staging while the others are still on their way.
+  constexpr size_t kMostPages = 16;
+  MutexLock lock(&mu_);
+  for (;;) {
+    // A disk tier that takes no writes (full, failing) is not pressed:
+    // the next page staged looks again.
+    while (!drain_stop_ && !(StagingOverTargetLocked() && store_->writable())) {
+      drain_work_.Wait(mu_);
+    }
+    if (drain_stop_) return;
+    const uint64_t used = Counters::Get(counters_.host_used_bytes);
+    const uint64_t target = DrainTarget();
+    std::vector<RegionPtr> held;  // alive while their pages are written
+    std::vector<PageRef> pages;
+    uint64_t picked = 0;
+    for (ResidentLink<MemfdRegion>* l = staged_.Oldest();
+         l != nullptr && used > target + picked && pages.size() < kMostPages; l = staged_.Newer(l)) {
+      const MemfdRegion& r = *l->owner;
+      if (r.releasing || r.degraded ||
+          (r.region->pages[l->page].flags.load(std::memory_order_relaxed) & kPageInFlight)) {
+        continue;  // being written (or punched) already, or going away
+      }
+      held.push_back(r.region);
+      pages.push_back({r.region.get(), l->page});
+      picked += r.region->page_size;
+    }
+    if (pages.empty()) {
+      // All of them are on their way out already.
+      drain_work_.Wait(mu_);
+      continue;
+    }
+    lock.Unlock();
+    std::vector<Status> results(pages.size());
+    SpillPages(pages, results);
+    lock.Lock();
+    if (std::any_of(results.begin(), results.end(), [](const Status& s) { return !s.ok(); })) {
+      // The store counted and logged it; those pages stay staged. Not again
+      // at once: the next page staged looks again.
+      drain_work_.Wait(mu_);
+    }
+  }
+}
+
 void MemfdDevice::WaitForStagingRoom(uint64_t bytes) {
   // Room for `bytes` more (at most the whole staging): each page coming in
   // may evict one there.
@@ -157,10 +241,10 @@ void MemfdDevice::WaitForStagingRoom(uint64_t bytes) {
     return Counters::Get(counters_.host_used_bytes) + std::min(bytes, limit) > limit;
   };
   if (!over() || store_ == nullptr || !store_->writable()) return;
-  if (events_) events_->OnMemoryPressure();
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + kStagingWait;
   MutexLock lock(&mu_);
+  drain_work_.Signal();  // it is normally at work already
   // A disk tier that stops taking writes (full, failing) ends the wait: the
   // pages then stay in memory, over the limit, rather than stall the engine.
   while (over() && store_->writable()) {

@@ -512,16 +512,20 @@ void MemfdDevice::AbandonRunLocked(MemfdRegion& r, uint32_t first, uint32_t coun
 
 bool MemfdDevice::InstallRunFromPipeline(MemfdRegion& r, uint32_t first, uint32_t count,
                                          const uint8_t* bytes) {
-  // With the host backend's staging, in parts whose evictions it has room
-  // for (half of it: a fault's eviction may need the rest), so that
-  // resident memory stays within the budget.
+  // With the host backend's staging, in parts of at most half of it, each
+  // once the staging is not full: the written pages a part evicts are
+  // staged, and the drain writes them out while the next part goes in (a
+  // part never waits for its room to be made in full: clean pages, most of
+  // those evicted, leave without staging). Resident memory passes the
+  // budget by at most the evictions of a part whose writes are on their
+  // way.
   const uint64_t len = r.region->page_size;
   const uint32_t part = host_limit() == 0
                             ? count
                             : static_cast<uint32_t>(std::max<uint64_t>(host_limit() / len / 2, 1));
   for (uint32_t done = 0; done < count; done += part) {
     const uint32_t n = std::min(part, count - done);
-    if (host_limit() != 0) WaitForStagingRoom(n * len);
+    if (host_limit() != 0) WaitForStagingRoom(len);
     if (!InstallPartFromPipeline(r, first + done, n, bytes + uint64_t{done} * len)) {
       MutexLock lock(&mu_);
       if (done + n < count) AbandonRunLocked(r, first + done + n, count - done - n);
@@ -676,7 +680,6 @@ bool MemfdDevice::InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32
     }
   }
   Report(evicted);
-  for (const Evicted& e : evicted) SpillOverLimit(*e.region, e.page, /*keep=*/0);
   if (events_ && !degraded) {
     for (const auto& [page, wait_ns] : faulted)
       events_->OnFault(*region, page, Tier::kDisk, wait_ns);
@@ -1044,7 +1047,6 @@ void MemfdDevice::RestoreLoop() {
       }
     }
     Report(mapped_evicted);
-    for (const Evicted& e : mapped_evicted) SpillOverLimit(*e.region, e.page, /*keep=*/0);
     for (const auto& [region, page] : mapped) {
       if (events_) events_->OnArrivedAhead(*region, page, 1, Tier::kHost);
     }
