@@ -542,6 +542,41 @@ TEST_F(SimDiskTest, APageReadAheadIsJudgedByItsTouchExactly) {
   }
 }
 
+TEST_F(SimDiskTest, PagesReadAheadInVainShrinkTheNextWindow) {
+  constexpr uint32_t kPages = 16;
+  SpillStore* store = MakeStore(64);
+  ASSERT_TRUE(store);
+  MemfdDeviceConfig config;
+  config.park_every = 1;  // every page read ahead is judged
+  auto dev = MakeDevice(40 * kPage, 1, false, store, config);
+  ASSERT_TRUE(dev);
+  // A touch of page 0 reads a stream's first window ahead.
+  RegionPtr a = HostRegion(*dev, 33, kPages);
+  ASSERT_TRUE(a);
+  SpillAll(*dev, *a);
+  EXPECT_EQ(CheckPattern(PageBase(*a, 0), kPage, Seed(0, 1)), -1);
+  ASSERT_TRUE(WaitForTier(*a, 1, Tier::kDevice)) << "page 1 was never read ahead";
+  WaitUntilRestorerIdle(*dev);
+  const uint64_t first = Get(counters_.restored_ahead_pages);
+  ASSERT_GE(first, 2u) << "too little was read ahead for the test";
+  // None of it is touched before it leaves: all of it was read in vain.
+  for (uint32_t p = 0; p < kPages; ++p) ASSERT_TRUE(dev->Demote(*a, p).ok());
+  SpillAll(*dev, *a);
+  ASSERT_EQ(Get(counters_.readahead_vain_pages), first);
+  // The same touch elsewhere reads less ahead.
+  RegionPtr b = HostRegion(*dev, 34, kPages);
+  ASSERT_TRUE(b);
+  SpillAll(*dev, *b);
+  EXPECT_EQ(CheckPattern(PageBase(*b, 0), kPage, Seed(0, 1)), -1);
+  ASSERT_TRUE(WaitForTier(*b, 1, Tier::kDevice)) << "page 1 was never read ahead";
+  WaitUntilRestorerIdle(*dev);
+  EXPECT_LT(Get(counters_.restored_ahead_pages) - first, first);
+  for (uint32_t p = 0; p < kPages; ++p) {
+    EXPECT_EQ(CheckPattern(PageBase(*a, p), kPage, Seed(p, 1)), -1) << p;
+    EXPECT_EQ(CheckPattern(PageBase(*b, p), kPage, Seed(p, 1)), -1) << p;
+  }
+}
+
 TEST_F(SimDiskTest, AWriteBetweenAPipelineCopyAndItsBookingIsKept) {
   constexpr uint32_t kPages = 16, kTarget = 1;
   SpillStore* store = MakeStore(32);

@@ -349,7 +349,7 @@ void MemfdDevice::DemotePages(std::span<const PageRef> pages, std::span<Status> 
     }
   }
   if (!punch.empty()) PunchLeftPages(punch);
-  for (const PageRef& p : pages) SpillOverLimit(*p.region, p.page, FaultReserve());
+  WaitForDrain();
 }
 
 Status MemfdDevice::Demote(Region& region, uint32_t page) {
@@ -365,20 +365,15 @@ Status MemfdDevice::Demote(Region& region, uint32_t page) {
   Counters::Add(counters_.demoted_pages);
   Counters::Add(counters_.demoted_bytes, region.page_size);
   lock.Unlock();
-  SpillOverLimit(region, page, FaultReserve());
+  WaitForDrain();
   return Status::Ok();
 }
 
-void MemfdDevice::SpillOverLimit(Region& region, uint32_t page, uint64_t keep) {
-  // The host backend's budget is the engine's memory: a page that takes the
-  // host tier past its limit, less `keep`, goes on to SSD at once (the
-  // calling thread waits for the write; the engine does not). A spill that
-  // fails leaves it in memory, over the limit, and counted.
-  if (host_limit() == 0 || store_ == nullptr ||
-      Counters::Get(counters_.host_used_bytes) + keep <= host_limit()) {
-    return;
-  }
-  (void)Spill(region, page);
+void MemfdDevice::WaitForDrain() {
+  // The host backend's budget is the engine's memory: the policy's moves
+  // wait for their pages to go on to SSD (the engine does not). A spill
+  // that fails leaves its page in memory, over the limit, and counted.
+  if (drainer_) WaitForStagingRoom(FaultReserve(), /*engine_waits=*/false);
 }
 
 Status MemfdDevice::Promote(Region& region, uint32_t page) {
@@ -412,7 +407,7 @@ Status MemfdDevice::Promote(Region& region, uint32_t page) {
     }
   }
   Report(evicted);
-  for (const Evicted& e : evicted) SpillOverLimit(*e.region, e.page, FaultReserve());
+  WaitForDrain();
   return s;
 }
 

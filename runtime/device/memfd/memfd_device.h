@@ -247,11 +247,12 @@ class MemfdDevice final : public Device {
   void HandleFault(const uffd_msg& msg, Clock::time_point read_at);
   // With a host limit: while the host tier has no room for `bytes` more
   // (at most its whole limit) and the disk tier takes writes, waits (at
-  // most kStagingWait) for the drain's writes to make room. Called with no
-  // lock held.
-  void WaitForStagingRoom(uint64_t bytes);
+  // most kStagingWait) for the drain's writes to make room; a fault's or an
+  // install's wait (`engine_waits`) is counted in staging_waits. Called
+  // with no lock held.
+  void WaitForStagingRoom(uint64_t bytes, bool engine_waits);
   // The staging's fault reserve: room below its limit that the policy
-  // thread's moves keep free (SpillOverLimit spills down past it), so that
+  // thread's moves keep free (WaitForDrain waits for it), so that
   // a fault's eviction finds room at once. Two of the largest region pages
   // a fault thread, at most a quarter of the limit (none where a quarter
   // holds no page).
@@ -313,11 +314,11 @@ class MemfdDevice final : public Device {
   void DegradeLocked(MemfdRegion& r, const Status& why) REQUIRES(mu_);
   void ReleaseRegionLocked(MemfdRegion* r) REQUIRES(mu_);
   void Report(const std::vector<Evicted>& evicted);
-  // With a host limit that `page` (just put on the host) takes the host
-  // tier past, less `keep`: spills it now. The policy thread's moves keep
-  // FaultReserve() (the restore pipeline writes nothing: its evictions are
-  // the drain's). Called with no lock held.
-  void SpillOverLimit(Region& region, uint32_t page, uint64_t keep);
+  // After the policy thread's moves: while they keep the staging in the
+  // faults' reserve, waits for the drain to write it out of it (the drain
+  // alone writes staged pages: two writers would write more than the
+  // staging needs). Called with no lock held.
+  void WaitForDrain();
 
   // Disk tier (memfd_disk_tier.cc).
   // Restores a kDisk page that is not in flight to the device: marks it,
@@ -593,6 +594,15 @@ class MemfdDevice final : public Device {
   // and when a page read ahead last came in from disk again soon after.
   uint32_t installs_ GUARDED_BY(mu_) = 0;
   Clock::time_point last_vain_ GUARDED_BY(mu_){};
+  // The read-ahead windows' scale, learned from the pages parked ahead:
+  // each one that leaves memory untouched halves every window (at most
+  // kMostAheadShift times), kAheadRegrow of them touched double it again.
+  uint32_t ahead_shift_ GUARDED_BY(mu_) = 0;
+  uint32_t ahead_paid_ GUARDED_BY(mu_) = 0;  // parked pages touched since the last change
+  // `pages` of a read-ahead window at the scale learned (one at least).
+  uint32_t ScaledWindowLocked(uint32_t pages) const REQUIRES(mu_);
+  // A page parked ahead was touched (paid) or left untouched (in vain).
+  void LearnAheadLocked(bool paid) REQUIRES(mu_);
   // False once UFFDIO_CONTINUE_MODE_WP failed (a kernel older than 6.4).
   bool continue_protects_ GUARDED_BY(mu_) = true;
   // Pages engine threads wait on in the pipeline (queued or being read), by

@@ -232,7 +232,7 @@ void MemfdDevice::DrainLoop() {
   }
 }
 
-void MemfdDevice::WaitForStagingRoom(uint64_t bytes) {
+void MemfdDevice::WaitForStagingRoom(uint64_t bytes, bool engine_waits) {
   // Room for `bytes` more (at most the whole staging): each page coming in
   // may evict one there.
   // The limit may change meanwhile (SetBudget): looked at anew each time.
@@ -250,6 +250,7 @@ void MemfdDevice::WaitForStagingRoom(uint64_t bytes) {
   while (over() && store_->writable()) {
     if (!staging_room_.WaitUntil(mu_, deadline)) break;
   }
+  if (!engine_waits) return;
   Counters::Add(counters_.staging_waits);
   Counters::Add(
       counters_.staging_wait_ns,
@@ -285,7 +286,7 @@ void MemfdDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
   }
   // A fault may take the reserve that the policy's spills keep free below
   // the limit; it waits only when that is gone too (the disk falls behind).
-  if (host_limit() != 0) WaitForStagingRoom(BasePageSize());
+  if (host_limit() != 0) WaitForStagingRoom(BasePageSize(), /*engine_waits=*/true);
   const bool minor = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_MINOR) != 0;
   const bool write = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0;
   const size_t base_page = BasePageSize();
@@ -317,6 +318,7 @@ void MemfdDevice::HandleFault(const uffd_msg& msg, Clock::time_point read_at) {
       // leaves).
       rec.backend &= ~kParkedAhead;
       Counters::Add(counters_.readahead_used_pages, park_every_);
+      LearnAheadLocked(/*paid=*/true);
       bool all = false;
       Status s;
       if (!write && r->protectable && continue_protects_ &&

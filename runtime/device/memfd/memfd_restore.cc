@@ -62,7 +62,7 @@ constexpr uint64_t kAheadShare = 4;
 // much as a stream reads around its fault (kMaxWindowBytes): on a disk that
 // lands what is in flight together, the faulting layer's span and the next
 // stride's (llama.cpp: that layer's K, then its V) land first; with 8 MiB
-// a returning llama.cpp session took longer (docs/bench-engine.md).
+// a returning llama.cpp session took longer (docs/results/2026-12-05-bench-llama-host.md).
 constexpr size_t kLaterBytes = size_t{4} << 20;
 // Copies ahead: the oldest resident pages within capacity / share of the
 // device's eviction end are kept with a current copy on SSD, so that the
@@ -172,13 +172,13 @@ MemfdDevice::ReadStream& MemfdDevice::StreamForLocked(const MemfdRegion& r, uint
       // speed, and a read not followed costs at most a quarter more.
       const uint32_t followed_cap = std::clamp<uint32_t>(
           (page - s.start) / 4, max_window, PagesIn(kRestoreBytes, r.region->page_size));
-      s.window = std::min(s.window * 2, followed_cap);
+      s.window = std::min(s.window * 2, ScaledWindowLocked(followed_cap));
       s.used = ++stream_clock_;
       return s;
     }
     if (s.used < slot->used) slot = &s;
   }
-  const uint32_t first_window = PagesIn(kFirstWindowBytes, r.region->page_size);
+  const uint32_t first_window = ScaledWindowLocked(PagesIn(kFirstWindowBytes, r.region->page_size));
   *slot = ReadStream{&r, page, page, first_window, ++stream_clock_, page, page + 1, page, page};
   *fresh = true;
   return *slot;
@@ -352,7 +352,7 @@ void MemfdDevice::QueueRestoreLocked(MemfdRegion& r, uint32_t page, Clock::time_
   // it were most likely read and let go just now.)
   uint32_t before = page;
   if (fresh) {
-    const uint32_t most = PagesIn(kMaxWindowBytes, region.page_size);
+    const uint32_t most = ScaledWindowLocked(PagesIn(kMaxWindowBytes, region.page_size));
     while (before > 0 && page - before < most &&
            region.pages[before - 1].tier.load(std::memory_order_relaxed) == Tier::kDisk) {
       --before;
@@ -447,6 +447,28 @@ constexpr uint32_t kVainDistance = 2;
 // Other layers are read ahead again once no read ahead was in vain for this
 // long (a returning session after the engine's thrashing stopped).
 constexpr std::chrono::milliseconds kVainQuiet{1000};
+// The windows shrink to 1/32 at most; one page parked ahead left untouched
+// halves them, this many touched double them: they settle where about one
+// read ahead in kAheadRegrow + 1 is in vain (the kernel shrinks its swap
+// read-ahead the same way when what it read is not used).
+constexpr uint32_t kMostAheadShift = 5;
+constexpr uint32_t kAheadRegrow = 16;
+
+uint32_t MemfdDevice::ScaledWindowLocked(uint32_t pages) const {
+  return std::max<uint32_t>(pages >> ahead_shift_, 1);
+}
+
+void MemfdDevice::LearnAheadLocked(bool paid) {
+  if (!paid) {
+    ahead_shift_ = std::min(ahead_shift_ + 1, kMostAheadShift);
+    ahead_paid_ = 0;
+    return;
+  }
+  if (ahead_shift_ > 0 && ++ahead_paid_ >= kAheadRegrow) {
+    --ahead_shift_;
+    ahead_paid_ = 0;
+  }
+}
 
 void MemfdDevice::JudgeInstallLocked(PageRecord& rec, bool ahead, bool parked) {
   const uint32_t mark = rec.backend;
@@ -461,6 +483,8 @@ void MemfdDevice::JudgeInstallLocked(PageRecord& rec, bool ahead, bool parked) {
 void MemfdDevice::LeftParkedLocked(PageRecord& rec) {
   rec.backend &= ~kParkedAhead;
   Counters::Add(counters_.readahead_vain_pages, park_every_);
+  LearnAheadLocked(/*paid=*/false);
+  last_vain_ = Clock::now();
 }
 
 Status MemfdDevice::InstallRun(MemfdRegion& r, uint32_t first, uint32_t count, const uint8_t* bytes,
@@ -525,7 +549,7 @@ bool MemfdDevice::InstallRunFromPipeline(MemfdRegion& r, uint32_t first, uint32_
                             : static_cast<uint32_t>(std::max<uint64_t>(host_limit() / len / 2, 1));
   for (uint32_t done = 0; done < count; done += part) {
     const uint32_t n = std::min(part, count - done);
-    if (host_limit() != 0) WaitForStagingRoom(len);
+    if (host_limit() != 0) WaitForStagingRoom(len, /*engine_waits=*/true);
     if (!InstallPartFromPipeline(r, first + done, n, bytes + uint64_t{done} * len)) {
       MutexLock lock(&mu_);
       if (done + n < count) AbandonRunLocked(r, first + done + n, count - done - n);
