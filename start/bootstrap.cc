@@ -242,7 +242,7 @@ Status HostBackendParts(const Options& options, VaRange* range, Options* effecti
   shape.range = range;
   // predictive's groups are slots across per-layer tensors; llama.cpp keeps
   // every layer in one block, where they come out as scattered fragments
-  // that churn (measured: docs/bench-engine.md). lru goes by the access
+  // that churn (measured: commit 3463d6a). lru goes by the access
   // evidence the device reports, faults and pages that arrive ahead.
   parts->auto_policy = "lru";
   if (options.disk_budget > 0) shape.host_limit = shares.host;
