@@ -542,7 +542,7 @@ TEST_F(SimDiskTest, APageReadAheadIsJudgedByItsTouchExactly) {
   }
 }
 
-TEST_F(SimDiskTest, PagesReadAheadInVainShrinkTheNextWindow) {
+TEST_F(SimDiskTest, ReadAheadWindowsShrinkWhenInVainAndGrowBackWhenTheyPay) {
   constexpr uint32_t kPages = 16;
   SpillStore* store = MakeStore(64);
   ASSERT_TRUE(store);
@@ -575,6 +575,31 @@ TEST_F(SimDiskTest, PagesReadAheadInVainShrinkTheNextWindow) {
     EXPECT_EQ(CheckPattern(PageBase(*a, p), kPage, Seed(p, 1)), -1) << p;
     EXPECT_EQ(CheckPattern(PageBase(*b, p), kPage, Seed(p, 1)), -1) << p;
   }
+  dev->DestroyRegion(*a);
+  dev->DestroyRegion(*b);
+
+  // Read ahead that pays (a region read in order, every page read ahead
+  // touched) grows the windows back: the same touch reads as much ahead as
+  // the first did.
+  RegionPtr c = HostRegion(*dev, 35, 2 * kPages);
+  ASSERT_TRUE(c);
+  SpillAll(*dev, *c);
+  for (uint32_t p = 0; p < 2 * kPages; ++p) {
+    ASSERT_EQ(CheckPattern(PageBase(*c, p), kPage, Seed(p, 1)), -1) << p;
+  }
+  WaitUntilRestorerIdle(*dev);
+  ASSERT_GE(Get(counters_.readahead_used_pages), 32u) << "too little paid for the test";
+  const uint64_t vain = Get(counters_.readahead_vain_pages);
+  dev->DestroyRegion(*c);
+  RegionPtr d = HostRegion(*dev, 36, kPages);
+  ASSERT_TRUE(d);
+  SpillAll(*dev, *d);
+  const uint64_t before = Get(counters_.restored_ahead_pages);
+  EXPECT_EQ(CheckPattern(PageBase(*d, 0), kPage, Seed(0, 1)), -1);
+  ASSERT_TRUE(WaitForTier(*d, 1, Tier::kDevice)) << "page 1 was never read ahead";
+  WaitUntilRestorerIdle(*dev);
+  EXPECT_EQ(Get(counters_.readahead_vain_pages), vain);
+  EXPECT_EQ(Get(counters_.restored_ahead_pages) - before, first);
 }
 
 TEST_F(SimDiskTest, AWriteBetweenAPipelineCopyAndItsBookingIsKept) {
