@@ -262,6 +262,10 @@ class MemfdDevice final : public Device {
   // the staging holds more than DrainTarget(), so that the room a fault or
   // an install needs is made ahead, not by the policy's next tick.
   Status StartDrainer(const StartStepCheck& check);
+  // Starts `body` on `*thread` with asynchronous signals blocked, as the
+  // fault threads (`what` names it in the error).
+  static Status StartQuietThread(const char* what, std::function<void()> body,
+                                 std::unique_ptr<std::thread>* thread);
   void DrainLoop();
   // The limit less the fault reserve (at least one page of the largest
   // size kept free).

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "runtime/device/memfd/memfd_device.h"
@@ -173,13 +174,18 @@ bool MemfdDevice::StagingOverTargetLocked() const {
 Status MemfdDevice::StartDrainer(const StartStepCheck& check) {
   if (store_ == nullptr || host_limit() == 0) return Status::Ok();
   if (Status s = CheckStartStep(check, "staging drain thread"); !s.ok()) return s;
+  return StartQuietThread("staging drain thread", [this] { DrainLoop(); }, &drainer_);
+}
+
+Status MemfdDevice::StartQuietThread(const char* what, std::function<void()> body,
+                                     std::unique_ptr<std::thread>* thread) {
   sigset_t old;  // as the fault threads: no asynchronous signal runs on it
   BlockAsyncSignals(&old);
   Status status;
   try {
-    drainer_ = std::make_unique<std::thread>([this] { DrainLoop(); });
+    *thread = std::make_unique<std::thread>(std::move(body));
   } catch (const std::system_error& e) {
-    status = Status::Errorf("starting the staging drain thread failed: %s", e.what());
+    status = Status::Errorf("starting the %s failed: %s", what, e.what());
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return status;

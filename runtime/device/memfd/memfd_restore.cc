@@ -30,7 +30,6 @@
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <pthread.h>
-#include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -118,17 +117,7 @@ Status MemfdDevice::StartRestorer(const StartStepCheck& check) {
   if (Status s = CheckStartStep(check, "restore thread"); !s.ok()) return s;
   // Without it a fault waits for the next completion to be seen.
   restore_wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  // As the fault threads: no asynchronous signal runs on it.
-  sigset_t old;
-  BlockAsyncSignals(&old);
-  Status status;
-  try {
-    restorer_ = std::make_unique<std::thread>([this] { RestoreLoop(); });
-  } catch (const std::system_error& e) {
-    status = Status::Errorf("starting the restore thread failed: %s", e.what());
-  }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  return status;
+  return StartQuietThread("restore thread", [this] { RestoreLoop(); }, &restorer_);
 }
 
 void MemfdDevice::WakeRestorerLocked() {
