@@ -155,7 +155,6 @@ class Runtime : public DeviceEvents {
   // DeviceEvents
   void OnFault(Region& region, uint32_t page, Tier from, uint64_t wait_ns) override;
   void OnDriverEviction(Region& region, uint32_t page) override;
-  void OnMemoryPressure() override { TickSoon(); }
   void OnArrivedAhead(Region& region, uint32_t first, uint32_t count, Tier from) override;
 
  private:

@@ -37,10 +37,6 @@ class DeviceEvents {
   // populated after a first touch): evidence that the engine is about to
   // use them, not a fault. `from`: where they were (kUntouched: populated).
   virtual void OnArrivedAhead(Region& region, uint32_t first, uint32_t count, Tier from) {}
-  // A fault waits for room: the host tier is over the limit it may hold
-  // before pages go to SSD (the host backend's staging), so spills are
-  // needed now, not at the next period.
-  virtual void OnMemoryPressure() {}
 };
 
 class Device {

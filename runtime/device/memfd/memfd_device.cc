@@ -71,6 +71,7 @@ MemfdDevice::MemfdDevice(const MemfdDeviceConfig& config, UserFaultFd uffd, int 
       by_base_(std::make_unique<std::map<uintptr_t, MemfdRegion*>>()),
       after_unlocked_copy_(config.after_unlocked_copy),
       park_every_(config.park_every),
+      staging_wait_(config.staging_wait),
       scratch_(static_cast<size_t>(config.fault_threads) + 2, Who(config.backend)),
       page_io_(config.store) {}
 
@@ -309,6 +310,7 @@ bool MemfdDevice::SetBudget(uint64_t capacity_bytes, uint64_t host_limit_bytes) 
   capacity_.store(capacity_bytes, std::memory_order_relaxed);
   host_limit_.store(host_limit_bytes, std::memory_order_relaxed);
   staging_room_.SignalAll();
+  drain_work_.Signal();  // a smaller staging may be over its target now
   return true;
 }
 
@@ -373,7 +375,7 @@ void MemfdDevice::WaitForDrain() {
   // The host backend's budget is the engine's memory: the policy's moves
   // wait for their pages to go on to SSD (the engine does not). A spill
   // that fails leaves its page in memory, over the limit, and counted.
-  if (drainer_) WaitForStagingRoom(FaultReserve(), /*engine_waits=*/false);
+  if (has_drainer_) WaitForStagingRoom(FaultReserve(), /*engine_waits=*/false);
 }
 
 Status MemfdDevice::Promote(Region& region, uint32_t page) {
@@ -407,7 +409,7 @@ Status MemfdDevice::Promote(Region& region, uint32_t page) {
     }
   }
   Report(evicted);
-  WaitForDrain();
+  if (!evicted.empty()) WaitForDrain();
   return s;
 }
 
@@ -617,9 +619,18 @@ Status MemfdDevice::ZapLocked(MemfdRegion& r, uint32_t page) {
   return Status::Ok();
 }
 
+void MemfdDevice::Unstage(MemfdRegion& r, uint32_t page) {
+  if (!r.links[page].linked()) return;
+  staged_.Remove(&r.links[page], r.region->page_size);
+  staged_bytes_.store(staged_.bytes(), std::memory_order_relaxed);
+}
+
 void MemfdDevice::SetTierLocked(MemfdRegion& r, uint32_t page, Tier to) {
   PageRecord& rec = r.region->pages[page];
-  if ((rec.backend & kParkedAhead) && to != Tier::kDevice) LeftParkedLocked(rec);
+  if ((rec.backend & kParkedAhead) && to != Tier::kDevice) {
+    // A region going away or untiered says nothing of the read-ahead.
+    LeftParkedLocked(rec, /*learn=*/!r.releasing && !r.degraded);
+  }
   if (to == Tier::kDevice && rec.tier.load(std::memory_order_relaxed) != to) {
     // Mapped by an install that did not write-protect it (those that do set
     // the flag again after this).
@@ -627,12 +638,15 @@ void MemfdDevice::SetTierLocked(MemfdRegion& r, uint32_t page, Tier to) {
   }
   const uint64_t len = r.region->page_size;
   // Off the staged list first: MoveTier may put the same link on resident_.
-  const bool was_staged = rec.tier.load(std::memory_order_relaxed) == Tier::kHost;
-  if (was_staged && to != Tier::kHost) staged_.Remove(&r.links[page], len);
+  // (A host page's link is on staged_ or on no list: a degraded region's
+  // pages stay in memory untiered, not staged.)
+  const bool was_host = rec.tier.load(std::memory_order_relaxed) == Tier::kHost;
+  if (was_host && to != Tier::kHost) Unstage(r, page);
   const Tier from = MoveTier(rec, r.links[page], len, to, resident_, resident_bytes_, counters_);
-  if (to == Tier::kHost && !was_staged) {
+  if (to == Tier::kHost && !was_host && !r.degraded) {
     staged_.PushNewest(&r.links[page], len);
-    if (drainer_ && StagingOverTargetLocked()) drain_work_.Signal();
+    staged_bytes_.store(staged_.bytes(), std::memory_order_relaxed);
+    if (has_drainer_ && StagingOverTargetLocked()) drain_work_.Signal();
   }
   if (from == Tier::kHost && to != from && host_limit() != 0) staging_room_.SignalAll();
 }
@@ -653,9 +667,9 @@ void MemfdDevice::DegradeLocked(MemfdRegion& r, const Status& why) {
   // Its resident pages leave the device's books (they now count as host
   // memory), so the budget stays true for the regions still tiered.
   for (uint32_t p = 0; p < r.region->pages.size(); ++p) {
-    if (r.region->pages[p].tier.load(std::memory_order_relaxed) == Tier::kDevice) {
-      SetTierLocked(r, p, Tier::kHost);
-    }
+    const Tier tier = r.region->pages[p].tier.load(std::memory_order_relaxed);
+    if (tier == Tier::kDevice) SetTierLocked(r, p, Tier::kHost);
+    if (tier == Tier::kHost) Unstage(r, p);  // no longer the drain's to write
   }
   Log(0,
       "%s: region %u (%s): %s; the region is no longer tiered (its pages stay in "

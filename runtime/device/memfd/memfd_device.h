@@ -126,8 +126,8 @@ struct MemfdDeviceConfig {
   // in the process's VaRange, for its free() hook).
   VaRange* range = nullptr;
   // The most bytes the host tier may hold before a fault waits for the
-  // policy to spill pages to SSD (0: no limit). The host backend's staging,
-  // so that device + host stay within KVTIER_HOST_BUDGET.
+  // staging's drain to write pages to SSD (0: no limit, no drain). The host
+  // backend's staging, so that device + host stay within KVTIER_HOST_BUDGET.
   uint64_t host_limit_bytes = 0;
   // Never-touched pages a first touch populates after its own (0: none, as
   // UVM's faults on the simulated GPU; the host backend sets it: a CPU
@@ -151,6 +151,9 @@ struct MemfdDeviceConfig {
   // 1 here) cost returning sessions 10-20% of their TTFT in
   // bench-llama-host --matrix runs of mha-4L-4s and gqa-8L-6s.
   uint32_t park_every = 8;
+  // The longest a fault or an install waits for room in a full staging
+  // (tests set it long, so that a wait that runs out is unmistakable).
+  std::chrono::milliseconds staging_wait{50};
 };
 
 // Per-region backend state (Region::backend points here).
@@ -247,7 +250,7 @@ class MemfdDevice final : public Device {
   void HandleFault(const uffd_msg& msg, Clock::time_point read_at);
   // With a host limit: while the host tier has no room for `bytes` more
   // (at most its whole limit) and the disk tier takes writes, waits (at
-  // most kStagingWait) for the drain's writes to make room; a fault's or an
+  // most MemfdDeviceConfig::staging_wait) for the drain's writes to make room; a fault's or an
   // install's wait (`engine_waits`) is counted in staging_waits. Called
   // with no lock held.
   void WaitForStagingRoom(uint64_t bytes, bool engine_waits);
@@ -310,8 +313,11 @@ class MemfdDevice final : public Device {
   // Punches pages LeaveDeviceLocked appended (sorted) with the lock
   // released, then ends their flight and wakes threads that touched them.
   void PunchLeftPages(const std::vector<PageOf>& pages) EXCLUDES(mu_);
-  // The one place a page's tier changes: record, resident list and counters.
+  // The one place a page's tier changes: record, resident list, staged list
+  // and counters.
   void SetTierLocked(MemfdRegion& r, uint32_t page, Tier to) REQUIRES(mu_);
+  // Takes a host page off staged_ if it is there.
+  void Unstage(MemfdRegion& r, uint32_t page) REQUIRES(mu_);
   // Stops tiering a region whose fault could not be resolved, so the engine
   // thread waiting on it runs on instead of hanging. Waits for the region's
   // disk I/O and reads its spilled pages back into the memfd first.
@@ -482,7 +488,7 @@ class MemfdDevice final : public Device {
   // destroyed); counts a page a thread waited on as a fault. False when the
   // install failed (the region is then to be degraded).
   bool InstallRunFromPipeline(MemfdRegion& r, uint32_t first, uint32_t count, const uint8_t* bytes);
-  // One part of it, whose evictions the staging area has room for.
+  // One part of it (at most half the staging), once the staging is not full.
   bool InstallPartFromPipeline(MemfdRegion& r, uint32_t first, uint32_t count,
                                const uint8_t* bytes);
   // Ends a copy ahead: `page` keeps it if it is still in memory and has no
@@ -502,17 +508,20 @@ class MemfdDevice final : public Device {
   // the engine's first touch raises a MINOR fault, which maps the page and
   // drops the mark (HandleFault, readahead_used_pages). A page that leaves
   // the device still parked was read in vain (LeftParkedLocked, from
-  // SetTierLocked: readahead_vain_pages).
+  // SetTierLocked: readahead_vain_pages); each such page halves the
+  // read-ahead windows, and touched ones grow them back (LearnAheadLocked).
   // Reads of other layers ahead (ReplicateLocked), which run furthest ahead
-  // of the engine, stop while a page read ahead comes in from disk again
-  // within two device capacities of installs, and for a second after
-  // (JudgeInstallLocked, which keeps the install clock in the mark;
-  // ReadAheadPaysLocked): they were most of what a budget below one decode
-  // step's KV read in vain. (A build that stopped them whenever a parked
-  // page left untouched instead, the policy's demotions of pages read ahead
-  // included, read twice as much on a GQA shape: gqa-8L-6s of the matrix.)
+  // of the engine, stop for a second after a parked page left untouched,
+  // and while a page read ahead comes in from disk again within two device
+  // capacities of installs (JudgeInstallLocked, which keeps the install
+  // clock in the mark; ReadAheadPaysLocked): they were most of what a
+  // budget below one decode step's KV read in vain. (The stop on a parked
+  // page alone read twice as much on gqa-8L-6s of the matrix in an earlier
+  // build; with the windows that learn, it read 3-4% in vain there.)
   void JudgeInstallLocked(PageRecord& rec, bool ahead, bool parked) REQUIRES(mu_);
-  void LeftParkedLocked(PageRecord& rec) REQUIRES(mu_);
+  // `learn`: the windows learn from it (not when its region goes away or
+  // is untiered).
+  void LeftParkedLocked(PageRecord& rec, bool learn) REQUIRES(mu_);
   bool ReadAheadPaysLocked() const REQUIRES(mu_);
   // Ends one page's restore (queued or read): its disk I/O and its place
   // in restoring_pages_.
@@ -558,12 +567,15 @@ class MemfdDevice final : public Device {
   // With mu_: signalled when a page leaves the host tier (room for a fault
   // waiting in WaitForStagingRoom).
   CondVar staging_room_;
-  // The staged pages (in the host tier) with a host limit, oldest first,
-  // on the links resident_ uses (a page is on one list at most).
+  // The staged pages (in the host tier, of regions still tiered), oldest
+  // first, on the links resident_ uses (a page is on one list at most), and
+  // their bytes (written under mu_, read by anyone).
   ResidentList<MemfdRegion> staged_ GUARDED_BY(mu_);
+  std::atomic<uint64_t> staged_bytes_{0};
   CondVar drain_work_;  // with mu_: the staging is over DrainTarget(), or stop
   bool drain_stop_ GUARDED_BY(mu_) = false;
   std::unique_ptr<std::thread> drainer_;  // null: no host limit or no disk tier
+  bool has_drainer_ = false;              // set once at start: drainer_ runs
   // Engine view base -> region. Heap-held so a forked child can leak it.
   std::unique_ptr<std::map<uintptr_t, MemfdRegion*>> by_base_ GUARDED_BY(mu_);
   ResidentList<MemfdRegion> resident_ GUARDED_BY(mu_);
@@ -575,6 +587,7 @@ class MemfdDevice final : public Device {
   std::atomic<size_t> max_page_size_{0};
   const std::function<void(uintptr_t, size_t)> after_unlocked_copy_;
   const uint32_t park_every_;
+  const std::chrono::milliseconds staging_wait_;
   uint32_t park_clock_ GUARDED_BY(mu_) = 0;      // pages read ahead, for park_every_
   uint8_t* zero_src_ GUARDED_BY(mu_) = nullptr;  // COPY source without ZEROPAGE
   size_t zero_src_bytes_ GUARDED_BY(mu_) = 0;
@@ -595,7 +608,8 @@ class MemfdDevice final : public Device {
   StrideGuess stride_ GUARDED_BY(mu_);
   size_t restoring_pages_ GUARDED_BY(mu_) = 0;  // read jobs queued or in flight
   // Pages installed from disk so far (the clock a read-ahead mark keeps),
-  // and when a page read ahead last came in from disk again soon after.
+  // and when a page read ahead last came in from disk again soon after, or
+  // a parked page left untouched.
   uint32_t installs_ GUARDED_BY(mu_) = 0;
   Clock::time_point last_vain_ GUARDED_BY(mu_){};
   // The read-ahead windows' scale, learned from the pages parked ahead:

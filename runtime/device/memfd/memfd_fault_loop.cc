@@ -24,7 +24,9 @@ namespace kvtier {
 namespace {
 
 constexpr size_t kBatch = 16;  // messages one fault thread reads per read(2)
-constexpr std::chrono::milliseconds kStagingWait{50};  // longest a fault waits for spills
+// How long the drain waits after a pass that wrote nothing (the store backs
+// off after errors, or is full) before it tries again unasked.
+constexpr std::chrono::milliseconds kDrainBackoff{100};
 
 }  // namespace
 
@@ -83,15 +85,6 @@ Status MemfdDevice::StartThreads(int count, const StartStepCheck& check) {
 }
 
 void MemfdDevice::StopThreads() {
-  if (drainer_) {
-    {
-      MutexLock lock(&mu_);
-      drain_stop_ = true;
-      drain_work_.SignalAll();
-    }
-    drainer_->join();
-    drainer_.reset();
-  }
   if (restorer_) {
     {
       MutexLock lock(&mu_);
@@ -109,6 +102,16 @@ void MemfdDevice::StopThreads() {
   threads_.clear();
   // Only now: a fault thread handling a last message reads restorer_.
   restorer_.reset();
+  // Last: the fault threads' and the pipeline's last evictions may wait for it.
+  if (drainer_) {
+    {
+      MutexLock lock(&mu_);
+      drain_stop_ = true;
+      drain_work_.SignalAll();
+    }
+    drainer_->join();
+    drainer_.reset();
+  }
 }
 
 void MemfdDevice::FaultLoop(int ep) {
@@ -168,13 +171,15 @@ uint64_t MemfdDevice::DrainTarget() const {
 }
 
 bool MemfdDevice::StagingOverTargetLocked() const {
-  return host_limit() != 0 && Counters::Get(counters_.host_used_bytes) > DrainTarget();
+  return host_limit() != 0 && staged_bytes_.load(std::memory_order_relaxed) > DrainTarget();
 }
 
 Status MemfdDevice::StartDrainer(const StartStepCheck& check) {
   if (store_ == nullptr || host_limit() == 0) return Status::Ok();
   if (Status s = CheckStartStep(check, "staging drain thread"); !s.ok()) return s;
-  return StartQuietThread("staging drain thread", [this] { DrainLoop(); }, &drainer_);
+  Status s = StartQuietThread("staging drain thread", [this] { DrainLoop(); }, &drainer_);
+  has_drainer_ = s.ok();
+  return s;
 }
 
 Status MemfdDevice::StartQuietThread(const char* what, std::function<void()> body,
@@ -205,7 +210,7 @@ void MemfdDevice::DrainLoop() {
       drain_work_.Wait(mu_);
     }
     if (drain_stop_) return;
-    const uint64_t used = Counters::Get(counters_.host_used_bytes);
+    const uint64_t used = staged_bytes_.load(std::memory_order_relaxed);
     const uint64_t target = DrainTarget();
     std::vector<RegionPtr> held;  // alive while their pages are written
     std::vector<PageRef> pages;
@@ -230,10 +235,22 @@ void MemfdDevice::DrainLoop() {
     std::vector<Status> results(pages.size());
     SpillPages(pages, results);
     lock.Lock();
-    if (std::any_of(results.begin(), results.end(), [](const Status& s) { return !s.ok(); })) {
-      // The store counted and logged it; those pages stay staged. Not again
-      // at once: the next page staged looks again.
-      drain_work_.Wait(mu_);
+    size_t stuck = 0;
+    for (size_t i = 0; i < pages.size(); ++i) {
+      if (results[i].ok()) continue;
+      // Still staged (a write that failed, a disk that is full): to the
+      // newest end, so that the pages behind it drain meanwhile. (A page
+      // whose region went away or was untiered is on no list any more.)
+      auto* r = static_cast<MemfdRegion*>(pages[i].region->backend);
+      if (r == nullptr || !r->links[pages[i].page].linked()) continue;
+      ++stuck;
+      Unstage(*r, pages[i].page);
+      staged_.PushNewest(&r->links[pages[i].page], r->region->page_size);
+      staged_bytes_.store(staged_.bytes(), std::memory_order_relaxed);
+    }
+    if (stuck == pages.size()) {
+      // Nothing went out: the disk refuses now. Not again at once.
+      drain_work_.WaitUntil(mu_, Clock::now() + kDrainBackoff);
     }
   }
 }
@@ -242,13 +259,14 @@ void MemfdDevice::WaitForStagingRoom(uint64_t bytes, bool engine_waits) {
   // Room for `bytes` more (at most the whole staging): each page coming in
   // may evict one there.
   // The limit may change meanwhile (SetBudget): looked at anew each time.
+  // Staged pages only: a degraded region's pages stay in memory untiered.
   auto over = [&] {
     const uint64_t limit = host_limit();
-    return Counters::Get(counters_.host_used_bytes) + std::min(bytes, limit) > limit;
+    return staged_bytes_.load(std::memory_order_relaxed) + std::min(bytes, limit) > limit;
   };
   if (!over() || store_ == nullptr || !store_->writable()) return;
   const Clock::time_point start = Clock::now();
-  const Clock::time_point deadline = start + kStagingWait;
+  const Clock::time_point deadline = start + staging_wait_;
   MutexLock lock(&mu_);
   drain_work_.Signal();  // it is normally at work already
   // A disk tier that stops taking writes (full, failing) ends the wait: the

@@ -469,9 +469,10 @@ void MemfdDevice::JudgeInstallLocked(PageRecord& rec, bool ahead, bool parked) {
   last_vain_ = Clock::now();
 }
 
-void MemfdDevice::LeftParkedLocked(PageRecord& rec) {
+void MemfdDevice::LeftParkedLocked(PageRecord& rec, bool learn) {
   rec.backend &= ~kParkedAhead;
   Counters::Add(counters_.readahead_vain_pages, park_every_);
+  if (!learn) return;
   LearnAheadLocked(/*paid=*/false);
   last_vain_ = Clock::now();
 }
