@@ -177,7 +177,8 @@ bool MemfdDevice::StagingOverTargetLocked() const {
 Status MemfdDevice::StartDrainer(const StartStepCheck& check) {
   if (store_ == nullptr || host_limit() == 0) return Status::Ok();
   if (Status s = CheckStartStep(check, "staging drain thread"); !s.ok()) return s;
-  Status s = StartQuietThread("staging drain thread", [this] { DrainLoop(); }, &drainer_);
+  Status s = StartQuietThread(
+      "staging drain thread", [this] { DrainLoop(); }, &drainer_);
   has_drainer_ = s.ok();
   return s;
 }
@@ -216,7 +217,8 @@ void MemfdDevice::DrainLoop() {
     std::vector<PageRef> pages;
     uint64_t picked = 0;
     for (ResidentLink<MemfdRegion>* l = staged_.Oldest();
-         l != nullptr && used > target + picked && pages.size() < kMostPages; l = staged_.Newer(l)) {
+         l != nullptr && used > target + picked && pages.size() < kMostPages;
+         l = staged_.Newer(l)) {
       const MemfdRegion& r = *l->owner;
       if (r.releasing || r.degraded ||
           (r.region->pages[l->page].flags.load(std::memory_order_relaxed) & kPageInFlight)) {

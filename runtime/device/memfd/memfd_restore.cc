@@ -117,7 +117,8 @@ Status MemfdDevice::StartRestorer(const StartStepCheck& check) {
   if (Status s = CheckStartStep(check, "restore thread"); !s.ok()) return s;
   // Without it a fault waits for the next completion to be seen.
   restore_wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  return StartQuietThread("restore thread", [this] { RestoreLoop(); }, &restorer_);
+  return StartQuietThread(
+      "restore thread", [this] { RestoreLoop(); }, &restorer_);
 }
 
 void MemfdDevice::WakeRestorerLocked() {
