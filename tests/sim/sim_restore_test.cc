@@ -550,27 +550,32 @@ TEST_F(SimDiskTest, ReadAheadWindowsShrinkWhenInVainAndGrowBackWhenTheyPay) {
   config.park_every = 1;  // every page read ahead is judged
   auto dev = MakeDevice(40 * kPage, 1, false, store, config);
   ASSERT_TRUE(dev);
+  // A region of kPages, spilled whole; a touch of its page 0 starts a new
+  // stream. Returns how many pages that touch read ahead.
+  auto touch_first = [&](RegionId id, RegionPtr* out) -> uint64_t {
+    RegionPtr r = HostRegion(*dev, id, kPages);
+    if (!r) return 0;
+    SpillAll(*dev, *r);
+    const uint64_t before = Get(counters_.restored_ahead_pages);
+    EXPECT_EQ(CheckPattern(PageBase(*r, 0), kPage, Seed(0, 1)), -1);
+    EXPECT_TRUE(WaitForTier(*r, 1, Tier::kDevice)) << "page 1 was never read ahead";
+    WaitUntilRestorerIdle(*dev);
+    *out = r;
+    return Get(counters_.restored_ahead_pages) - before;
+  };
   // A touch of page 0 reads a stream's first window ahead.
-  RegionPtr a = HostRegion(*dev, 33, kPages);
+  RegionPtr a;
+  const uint64_t first = touch_first(33, &a);
   ASSERT_TRUE(a);
-  SpillAll(*dev, *a);
-  EXPECT_EQ(CheckPattern(PageBase(*a, 0), kPage, Seed(0, 1)), -1);
-  ASSERT_TRUE(WaitForTier(*a, 1, Tier::kDevice)) << "page 1 was never read ahead";
-  WaitUntilRestorerIdle(*dev);
-  const uint64_t first = Get(counters_.restored_ahead_pages);
   ASSERT_GE(first, 2u) << "too little was read ahead for the test";
   // None of it is touched before it leaves: all of it was read in vain.
   for (uint32_t p = 0; p < kPages; ++p) ASSERT_TRUE(dev->Demote(*a, p).ok());
   SpillAll(*dev, *a);
   ASSERT_EQ(Get(counters_.readahead_vain_pages), first);
   // The same touch elsewhere reads less ahead.
-  RegionPtr b = HostRegion(*dev, 34, kPages);
+  RegionPtr b;
+  EXPECT_LT(touch_first(34, &b), first);
   ASSERT_TRUE(b);
-  SpillAll(*dev, *b);
-  EXPECT_EQ(CheckPattern(PageBase(*b, 0), kPage, Seed(0, 1)), -1);
-  ASSERT_TRUE(WaitForTier(*b, 1, Tier::kDevice)) << "page 1 was never read ahead";
-  WaitUntilRestorerIdle(*dev);
-  EXPECT_LT(Get(counters_.restored_ahead_pages) - first, first);
   for (uint32_t p = 0; p < kPages; ++p) {
     EXPECT_EQ(CheckPattern(PageBase(*a, p), kPage, Seed(p, 1)), -1) << p;
     EXPECT_EQ(CheckPattern(PageBase(*b, p), kPage, Seed(p, 1)), -1) << p;
@@ -592,15 +597,10 @@ TEST_F(SimDiskTest, ReadAheadWindowsShrinkWhenInVainAndGrowBackWhenTheyPay) {
   ASSERT_GE(Get(counters_.readahead_used_pages), 32u) << "too little paid for the test";
   const uint64_t vain = Get(counters_.readahead_vain_pages);
   dev->DestroyRegion(*c);
-  RegionPtr d = HostRegion(*dev, 36, kPages);
+  RegionPtr d;
+  EXPECT_EQ(touch_first(36, &d), first);
   ASSERT_TRUE(d);
-  SpillAll(*dev, *d);
-  const uint64_t before = Get(counters_.restored_ahead_pages);
-  EXPECT_EQ(CheckPattern(PageBase(*d, 0), kPage, Seed(0, 1)), -1);
-  ASSERT_TRUE(WaitForTier(*d, 1, Tier::kDevice)) << "page 1 was never read ahead";
-  WaitUntilRestorerIdle(*dev);
   EXPECT_EQ(Get(counters_.readahead_vain_pages), vain);
-  EXPECT_EQ(Get(counters_.restored_ahead_pages) - before, first);
 }
 
 TEST_F(SimDiskTest, AWriteBetweenAPipelineCopyAndItsBookingIsKept) {

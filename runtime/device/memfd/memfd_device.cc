@@ -619,6 +619,11 @@ Status MemfdDevice::ZapLocked(MemfdRegion& r, uint32_t page) {
   return Status::Ok();
 }
 
+void MemfdDevice::Stage(MemfdRegion& r, uint32_t page) {
+  staged_.PushNewest(&r.links[page], r.region->page_size);
+  staged_bytes_.store(staged_.bytes(), std::memory_order_relaxed);
+}
+
 void MemfdDevice::Unstage(MemfdRegion& r, uint32_t page) {
   if (!r.links[page].linked()) return;
   staged_.Remove(&r.links[page], r.region->page_size);
@@ -644,8 +649,7 @@ void MemfdDevice::SetTierLocked(MemfdRegion& r, uint32_t page, Tier to) {
   if (was_host && to != Tier::kHost) Unstage(r, page);
   const Tier from = MoveTier(rec, r.links[page], len, to, resident_, resident_bytes_, counters_);
   if (to == Tier::kHost && !was_host && !r.degraded) {
-    staged_.PushNewest(&r.links[page], len);
-    staged_bytes_.store(staged_.bytes(), std::memory_order_relaxed);
+    Stage(r, page);
     if (has_drainer_ && StagingOverTargetLocked()) drain_work_.Signal();
   }
   if (from == Tier::kHost && to != from && host_limit() != 0) staging_room_.SignalAll();

@@ -316,7 +316,9 @@ class MemfdDevice final : public Device {
   // The one place a page's tier changes: record, resident list, staged list
   // and counters.
   void SetTierLocked(MemfdRegion& r, uint32_t page, Tier to) REQUIRES(mu_);
-  // Takes a host page off staged_ if it is there.
+  // Puts a host page at the newest end of staged_; takes one off it if it
+  // is there.
+  void Stage(MemfdRegion& r, uint32_t page) REQUIRES(mu_);
   void Unstage(MemfdRegion& r, uint32_t page) REQUIRES(mu_);
   // Stops tiering a region whose fault could not be resolved, so the engine
   // thread waiting on it runs on instead of hanging. Waits for the region's

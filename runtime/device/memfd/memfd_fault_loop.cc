@@ -220,7 +220,7 @@ void MemfdDevice::DrainLoop() {
          l != nullptr && used > target + picked && pages.size() < kMostPages;
          l = staged_.Newer(l)) {
       const MemfdRegion& r = *l->owner;
-      if (r.releasing || r.degraded ||
+      if (r.releasing ||
           (r.region->pages[l->page].flags.load(std::memory_order_relaxed) & kPageInFlight)) {
         continue;  // being written (or punched) already, or going away
       }
@@ -247,8 +247,7 @@ void MemfdDevice::DrainLoop() {
       if (r == nullptr || !r->links[pages[i].page].linked()) continue;
       ++stuck;
       Unstage(*r, pages[i].page);
-      staged_.PushNewest(&r->links[pages[i].page], r->region->page_size);
-      staged_bytes_.store(staged_.bytes(), std::memory_order_relaxed);
+      Stage(*r, pages[i].page);
     }
     if (stuck == pages.size()) {
       // Nothing went out: the disk refuses now. Not again at once.
