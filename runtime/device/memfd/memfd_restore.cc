@@ -924,15 +924,19 @@ void MemfdDevice::RestoreLoop() {
             !to_degrade.empty()) {
           break;
         }
-        if (std::any_of(std::begin(streams_), std::end(streams_),
-                        [](const ReadStream& st) { return st.replicating; })) {
-          break;
-        }
+        // Replication cut short goes on once read-ahead pays again: until
+        // then it waits (looping here would spin for up to kVainQuiet).
+        const bool replicating = std::any_of(std::begin(streams_), std::end(streams_),
+                                             [](const ReadStream& st) { return st.replicating; });
+        if (replicating && ReadAheadPaysLocked()) break;
         // Idle: copies ahead are due now and then.
         const bool copies = batch && copy_ahead_;
         if (copies && Clock::now() >= copy_again) break;
         restorer_idle_ = true;
-        if (copies) {
+        if (replicating) {
+          const Clock::time_point pays = last_vain_ + kVainQuiet;
+          restore_work_.WaitUntil(mu_, copies ? std::min(pays, copy_again) : pays);
+        } else if (copies) {
           restore_work_.WaitUntil(mu_, copy_again);
         } else {
           restore_work_.Wait(mu_);
