@@ -590,7 +590,6 @@ TEST_F(SimDiskTest, ReadAheadWindowsShrinkWhenInVainAndGrowBackWhenTheyPay) {
   ASSERT_TRUE(c);
   SpillAll(*dev, *c);
   for (uint32_t p = 0; p < 2 * kPages; ++p) {
-    WaitUntilRestorerIdle(*dev);  // what it reads ahead is in before the touch
     ASSERT_EQ(CheckPattern(PageBase(*c, p), kPage, Seed(p, 1)), -1) << p;
   }
   WaitUntilRestorerIdle(*dev);
