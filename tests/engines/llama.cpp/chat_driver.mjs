@@ -8,7 +8,7 @@
 //   chat_driver.mjs --model M.gguf [--sessions 4] [--turns 3] [--ctx 2048]
 //                   [--prompt-tokens 200] [--next-prompt-tokens N]
 //                   [--answer-tokens 16] [--threads 2] [--no-mmap] [--seed 1]
-//                   [--recompute | --state-files DIR [--slots N]]
+//                   [--recompute | --state-files DIR [--slots N]] [--sequences N]
 //
 // --prompt-tokens is the first turn's prompt, --next-prompt-tokens each later
 // turn's (default: the same). --recompute makes every later turn drop its
@@ -26,6 +26,13 @@
 // evaluates its new prompt as usual. Each turn's stderr line then adds
 // "load X ms (B bytes)" when it loaded and "save X ms (B bytes)", and a
 // "state files:" line follows the summary.
+//
+// --sequences N sizes the context for N sequences (default: one per session,
+// or --slots), of which the sessions use the first ones, as a server sizes
+// its KV buffer for every slot it may serve.
+//
+// Each turn's stderr line gives its TTFT and its decode time a token (from
+// the first token to the last); the summary gives their means.
 //
 // Turns go round robin (session 0's first turn, session 1's first, ...), as
 // a server's users take turns, so each session's KV sits idle while the
@@ -46,6 +53,7 @@ const { args, number, usage } = parseCommandLine("chat_driver", {
   recompute: { type: "boolean", default: false },
   "state-files": { type: "string" },
   slots: { type: "string", default: "1" },
+  sequences: { type: "string" },
   "answer-tokens": { type: "string", default: "16" },
   threads: { type: "string", default: "2" },
   seed: { type: "string", default: "1" },
@@ -62,6 +70,8 @@ const threads = number("threads", 1);
 const seed = number("seed", 0);
 const stateDir = args["state-files"];
 const slots = Math.min(number("slots", 1), sessions);
+const used = stateDir === undefined ? sessions : slots;
+const sequences = args.sequences === undefined ? used : number("sequences", used);
 if (stateDir !== undefined && args.recompute) usage("--state-files and --recompute exclude each other");
 const history = promptTokens + (turns - 1) * nextPromptTokens + turns * answerTokens;
 if (history > ctx) {
@@ -92,12 +102,12 @@ async function main() {
   const model = await llama.loadModel({ modelPath: args.model, useMmap: !args["no-mmap"] });
   const context = await model.createContext({
     contextSize: ctx,
-    sequences: stateDir === undefined ? sessions : slots,
+    sequences,
     threads,
     batchSize: Math.min(512, ctx),
   });
   const seqs = [];
-  for (let s = 0; s < (stateDir === undefined ? sessions : slots); ++s) seqs.push(context.getSequence());
+  for (let s = 0; s < used; ++s) seqs.push(context.getSequence());
   // --state-files: which session each slot (sequence) holds, when it last
   // ran, and where each session's KV is (a slot, or only its file).
   if (stateDir !== undefined) fs.mkdirSync(stateDir, { recursive: true });
@@ -109,6 +119,7 @@ async function main() {
   let clock = 0;
 
   const ttfts = [];
+  const decodes = [];  // ms a token after the first, per turn that made two or more
   let generated = 0;
   const start = performance.now();
   for (let t = 0; t < turns; ++t) {
@@ -152,13 +163,20 @@ async function main() {
         prompt = kept.concat(prompt);
       }
       let first = 0;
+      let last = 0;
       const out = [];
       for await (const token of seq.evaluate(prompt, { temperature: 0 })) {
-        if (out.length === 0) first = performance.now() - begin;
+        last = performance.now() - begin;
+        if (out.length === 0) first = last;
         out.push(token);
         if (out.length >= answerTokens) break;
       }
       ttfts.push(first);
+      if (out.length > 1) {
+        const decode = (last - first) / (out.length - 1);
+        decodes.push(decode);
+        note += `, decode ${decode.toFixed(2)} ms a token`;
+      }
       generated += out.length;
       if (stateDir !== undefined) {
         // Off the timed path: after the turn's tokens, as a server saves a
@@ -177,11 +195,13 @@ async function main() {
     }
   }
   const seconds = (performance.now() - start) / 1000;
-  const mean = ttfts.reduce((a, b) => a + b, 0) / ttfts.length;
+  const meanOf = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const mean = meanOf(ttfts);
+  const decodeNote = decodes.length > 0 ? `, mean decode ${meanOf(decodes).toFixed(2)} ms a token` : "";
   process.stderr.write(`summary: ${sessions} sessions x ${turns} turns, ${generated} tokens in ` +
                        `${seconds.toFixed(2)} s (${(generated / seconds).toFixed(1)} tokens/s), ` +
-                       `mean ttft ${mean.toFixed(1)} ms, KV context ${context.contextSize} tokens x ` +
-                       `${seqs.length} sequences\n`);
+                       `mean ttft ${mean.toFixed(1)} ms${decodeNote}, KV context ` +
+                       `${context.contextSize} tokens x ${sequences} sequences\n`);
   if (stateDir !== undefined) {
     process.stderr.write(`state files: ${slots} slots for ${sessions} sessions; ${files.saves} saves ` +
                          `(${files.saveBytes} bytes, ${files.saveMs.toFixed(1)} ms), ${files.loads} loads ` +
