@@ -45,6 +45,18 @@ def parse_size(text):
     return int(m.group(1)) << (10 * " kmgt".index((m.group(2) or " ").lower()))
 
 
+def waker_env(build, ms):
+    """The environment that gives an engine without kvtier the benchmarks'
+    waker: a thread that wakes every MS ms, as kvtier's policy thread does
+    (tools/bench/waker/waker.cc says why); {} for MS 0."""
+    if ms == 0:
+        return {}
+    waker = os.path.join(os.path.abspath(build), "tools", "bench", "libkvtier-bench-waker.so")
+    if not os.path.exists(waker):
+        fail(f"{waker} is missing: build first (cmake --build {build})")
+    return {"LD_PRELOAD": waker, "BENCH_WAKER_MS": str(ms)}
+
+
 def mib(n):
     return f"{n / 2**20:.0f} MiB" if n >= 10 * 2**20 else f"{n / 2**20:.1f} MiB"
 
