@@ -64,4 +64,23 @@ TEST(BenchWakerTest, AValueThatDoesNotParseKeepsTheDefault) {
 
 TEST(BenchWakerTest, ZeroStartsNoThread) { EXPECT_EQ(LoadInChild("0", 1), 1); }
 
+// A period of a second: 300 ms after the load the thread has gone to sleep
+// once (its one voluntary switch), where the default's would have woken
+// about 30 times.
+TEST(BenchWakerTest, ALongPeriodWakesRarely) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("BENCH_WAKER_MS", "1000", 1);
+    if (dlopen(KVTIER_BENCH_WAKER_LIB, RTLD_NOW) == nullptr) _exit(3);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    while (std::chrono::steady_clock::now() < until) usleep(10000);
+    const long switches = WakerSwitches();
+    _exit(switches < 0 ? 1 : switches <= 2 ? 0 : 2);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 }  // namespace
