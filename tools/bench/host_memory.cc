@@ -3,6 +3,7 @@
 
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -20,6 +21,22 @@ std::string FirstLine(const std::filesystem::path& file) {
   std::string line;
   std::getline(in, line);
   return line;
+}
+
+constexpr int kPopulateWrite = 23;  // MADV_POPULATE_WRITE (Linux 5.14), which older headers lack
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+// One byte read from each base page of [p, p + bytes).
+double ReadEachPageSeconds(const uint8_t* p, size_t bytes) {
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t off = 0; off < bytes; off += page) {
+    (void)*reinterpret_cast<const volatile uint8_t*>(p + off);
+  }
+  return Seconds(t0);
 }
 
 double CopySeconds(uint8_t* dst, const uint8_t* src, size_t bytes) {
@@ -59,6 +76,16 @@ RefillCost MeasureRefill(const uint8_t* src, size_t bytes, std::chrono::millisec
   if (madvise(dst, bytes, MADV_DONTNEED) == 0) {
     std::this_thread::sleep_for(wait);  // the condition measured: memory that stayed free
     cost.later_gbs = static_cast<double>(bytes) / CopySeconds(dst, src, bytes) / kGB;
+  }
+  if (madvise(dst, bytes, MADV_DONTNEED) == 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (madvise(dst, bytes, kPopulateWrite) == 0) {
+      const double s = Seconds(t0);
+      const size_t pages = bytes / static_cast<size_t>(sysconf(_SC_PAGESIZE));
+      cost.populate_gbs = static_cast<double>(bytes) / s / kGB;
+      cost.first_use_us = ReadEachPageSeconds(dst, bytes) / static_cast<double>(pages) * 1e6;
+      cost.second_use_us = ReadEachPageSeconds(dst, bytes) / static_cast<double>(pages) * 1e6;
+    }
   }
   munmap(dst, bytes);
   return cost;

@@ -23,10 +23,18 @@ bool BalloonReportsFreeMemory(const std::string& virtio_devices = "/sys/bus/virt
 
 // GB/s of one core copying `bytes` of src into anonymous memory freed
 // (MADV_DONTNEED) right before, then into the same memory freed `wait`
-// before; 0 where memory could not be had.
+// before; 0 where memory could not be had. Then the same fill in two
+// steps: the kernel maps and zeroes the memory (MADV_POPULATE_WRITE,
+// Linux 5.14; 0 where it fails), and one byte of each base page is read
+// through the new mappings, twice: the first read is the first use of each
+// translation, which costs a page walk on hardware and, in a virtual
+// machine whose host shadows the guest's page tables, an exit to the host.
 struct RefillCost {
   double fresh_gbs = 0;
   double later_gbs = 0;
+  double populate_gbs = 0;
+  double first_use_us = 0;   // a base page, the first read after the kernel mapped it
+  double second_use_us = 0;  // the same read again
 };
 RefillCost MeasureRefill(const uint8_t* src, size_t bytes, std::chrono::milliseconds wait);
 
