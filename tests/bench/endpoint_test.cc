@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -82,6 +83,7 @@ class ReadRunTest : public ::testing::Test {
       q.generation_time = 0.5;
       q.user_id = i;
       q.question_id = 1 + i % 2;
+      q.returning = i >= 2;  // the first two are users' first requests
       q.launch_time = 10.0 * i;
       q.finish_time = 10.0 * i + 0.625;
       q.hit_device = 600;
@@ -111,10 +113,59 @@ TEST_F(ReadRunTest, GivesBackWhatTheRunWrote) {
     EXPECT_EQ(r.rows[i].recomputed, written.rows[i].recomputed);
     EXPECT_EQ(r.rows[i].hit_device, written.rows[i].hit_device);
     EXPECT_EQ(r.rows[i].user_id, written.rows[i].user_id);
+    EXPECT_EQ(r.rows[i].returning, written.rows[i].returning);
   }
+  EXPECT_TRUE(r.knows_returning);
   const Summary a = Summarize(written), b = Summarize(r);
   EXPECT_DOUBLE_EQ(a.ttft_mean, b.ttft_mean);
   EXPECT_DOUBLE_EQ(a.recomputed, b.recomputed);
+  EXPECT_EQ(b.returning, written.rows.size() - 2);
+  EXPECT_DOUBLE_EQ(a.returning_mean, b.returning_mean);
+  EXPECT_GT(b.returning_mean, 0);
+}
+
+// The returning requests' figures are theirs alone, and the table prints
+// them beside every request's; a run written before the column existed
+// reads back with them unknown ("-"), not as zero returning requests.
+TEST_F(ReadRunTest, ReturningRequestsApartAndUnknownInOlderRuns) {
+  const SystemResult written = Sample();
+  const Summary s = Summarize(written);
+  double sum = 0;
+  size_t n = 0;
+  for (const RequestRow& q : written.rows) {
+    if (!q.returning) continue;
+    sum += q.ttft;
+    ++n;
+  }
+  ASSERT_GT(n, 0u);
+  EXPECT_DOUBLE_EQ(s.returning_mean, sum / n);
+  EXPECT_NE(s.returning_mean, s.ttft_mean);
+
+  ASSERT_TRUE(WriteRequestsCsv(dir_ + "/requests-kvtier.csv", written).ok());
+  ASSERT_TRUE(WriteSummaryCsv(dir_ + "/summary.csv", {written}).ok());
+  // The same run without the column, as an older client wrote it.
+  std::ifstream in(dir_ + "/requests-kvtier.csv");
+  std::string old, line;
+  while (std::getline(in, line)) old += line.substr(0, line.rfind(',')) + "\n";
+  in.close();
+  std::ofstream(dir_ + "/requests-kvtier.csv") << old;
+  Result<SystemResult> read = ReadEndpointRun(dir_);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_FALSE(read.value().knows_returning);
+
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* out = open_memstream(&text, &size);
+  PrintEndpointTable(out, {written, read.value()}, "kvtier");
+  fclose(out);
+  const std::string table(text, size);
+  free(text);
+  char mean[16];
+  snprintf(mean, sizeof mean, "%.3f", s.returning_mean);
+  EXPECT_NE(table.find(mean), std::string::npos) << table;
+  char unknown[32];
+  snprintf(unknown, sizeof unknown, "%-14s %5s |", "kvtier", "-");
+  EXPECT_NE(table.find(unknown), std::string::npos) << table;
 }
 
 TEST_F(ReadRunTest, RefusesWhatIsNotOneRun) {

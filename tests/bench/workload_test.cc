@@ -40,6 +40,7 @@ TEST(Workload, RampUpJoinsGapsAndPromptGrowth) {
   EXPECT_EQ(l[0].question_id, 1);
   EXPECT_EQ(l[0].prompt_tokens, 130);
   EXPECT_TRUE(l[0].measured);
+  EXPECT_FALSE(l[0].returning);  // the server has not answered this user yet
   const int joined = l[0].session;
   w.OnFinish(joined, 1.0);
   // Next tick after one gap (strictly more than 2 s later): the ramped-up user
@@ -51,9 +52,12 @@ TEST(Workload, RampUpJoinsGapsAndPromptGrowth) {
   EXPECT_EQ(l[0].user_id, 1);
   EXPECT_EQ(l[0].question_id, 3);
   EXPECT_EQ(l[0].prompt_tokens, 130);
+  EXPECT_FALSE(l[0].returning);  // two rounds in, but its first request in this run
   EXPECT_EQ(l[1].user_id, 2);
   EXPECT_EQ(l[1].prompt_tokens, 130 + 5 + 20);
+  EXPECT_TRUE(l[1].returning);
   EXPECT_EQ(l[2].user_id, 3);
+  EXPECT_FALSE(l[2].returning);
   EXPECT_EQ(w.late_launches(), 0);
 }
 

@@ -125,6 +125,16 @@ Result<SystemResult> ReadEndpointRun(const std::string& dir) {
     q.finish_time = v[7];
     q.recomputed = static_cast<int>(v[8]);
     q.hit_device = q.prompt_tokens - q.recomputed;
+    double returning = 0;
+    if (row.contains("returning")) {
+      if (!number(row, "returning", &returning)) {
+        return Status::Errorf("%s/%s: a row without a number in returning", dir.c_str(),
+                              requests.c_str());
+      }
+      q.returning = returning != 0;
+    } else {
+      r.knows_returning = false;  // written before the column existed
+    }
     r.rows.push_back(q);
   }
   Result<std::vector<std::map<std::string, std::string>>> summary = ReadCsv(dir + "/summary.csv");
@@ -247,6 +257,7 @@ Result<EndpointRun> RunAgainstEndpoint(const EndpointRunConfig& config) {
       row.generation_time = a.generation_s;
       row.user_id = l.user_id;
       row.question_id = l.question_id;
+      row.returning = l.returning;
       row.launch_time = l.time_s;
       row.finish_time = f.finish_s;
       row.hit_device = std::clamp(a.cached_tokens, 0, row.prompt_tokens);

@@ -181,6 +181,7 @@ void EngineModel::Submit(const Launch& launch) {
   r->answer_tokens = launch.answer_tokens;
   r->prefill_target = launch.prompt_tokens;
   r->measured = launch.measured;
+  r->returning = launch.returning;
   r->launch_s = launch.time_s;
   if (launch.session >= static_cast<int>(chains_.size())) chains_.resize(launch.session + 1);
   waiting_.push_back(r.get());

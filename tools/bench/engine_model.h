@@ -58,6 +58,7 @@ struct Request {
   int prompt_tokens = 0;
   int answer_tokens = 0;
   bool measured = false;
+  bool returning = false;  // Launch::returning
   double launch_s = 0;
   double first_token_s = -1;
   double finish_s = -1;

@@ -22,12 +22,13 @@ double Gb(uint64_t bytes) { return bytes / 1e9; }
 
 Summary Summarize(const SystemResult& r) {
   Summary s;
-  std::vector<double> ttft;
+  std::vector<double> ttft, returning;
   double first_launch = 1e300, last_finish = 0, out_tokens = 0, prompt = 0;
   double dev = 0, host = 0, disk = 0, rec = 0;
   for (const RequestRow& row : r.rows) {
     if (row.ttft < 0) continue;
     ttft.push_back(row.ttft);
+    if (row.returning) returning.push_back(row.ttft);
     first_launch = std::min(first_launch, row.launch_time);
     last_finish = std::max(last_finish, row.finish_time);
     out_tokens += row.generation_tokens;
@@ -46,6 +47,14 @@ Summary Summarize(const SystemResult& r) {
   s.ttft_p50 = Percentile(ttft, 0.50);
   s.ttft_p90 = Percentile(ttft, 0.90);
   s.ttft_p99 = Percentile(ttft, 0.99);
+  s.returning = returning.size();
+  if (!returning.empty()) {
+    std::sort(returning.begin(), returning.end());
+    double returning_sum = 0;
+    for (double v : returning) returning_sum += v;
+    s.returning_mean = returning_sum / returning.size();
+    s.returning_p90 = Percentile(returning, 0.90);
+  }
   const double span = last_finish - first_launch;
   if (span > 0) {
     s.req_per_s = ttft.size() / span;
@@ -151,21 +160,36 @@ void PrintEndpointTable(FILE* out, const std::vector<SystemResult>& results,
     snprintf(buf, sizeof buf, "%.2f", num / den);
     return std::string(buf);
   };
-  const char* head = "%-14s %5s | %8s %8s %8s %8s | %8s %8s | %6s %7s | %7s %7s | %4s | %6s\n";
-  fprintf(out, head, "system", "reqs", "ttft", "p50", "p90", "p99", "mean", "p90", "req/s", "tok/s",
-          "reused%", "recmp%", "late", "run-s");
+  // Returning requests (the trace's: the server answered the user before),
+  // then every request.
+  const char* head =
+      "%-14s %5s | %8s %8s | %8s %8s | %5s | %8s %8s %8s %8s | %8s %8s | %6s %7s | %7s %7s | %4s "
+      "| %6s\n";
+  fprintf(out, head, "system", "ret", "ret ttft", "ret p90", "mean", "p90", "reqs", "ttft", "p50",
+          "p90", "p99", "mean", "p90", "req/s", "tok/s", "reused%", "recmp%", "late", "run-s");
   const std::string base_x = baseline.empty() ? "" : baseline.substr(0, 6) + "/x";
-  fprintf(out, head, "", "", "mean s", "s", "s", "s", base_x.c_str(), base_x.c_str(), "", "out", "",
-          "", "", "");
+  fprintf(out, head, "", "reqs", "mean s", "s", base_x.c_str(), base_x.c_str(), "", "mean s", "s",
+          "s", "s", base_x.c_str(), base_x.c_str(), "", "out", "", "", "", "");
+  auto seconds = [](double v, bool known) {
+    char buf[16];
+    if (!known) return std::string("-");
+    snprintf(buf, sizeof buf, "%.3f", v);
+    return std::string(buf);
+  };
   for (const SystemResult& r : results) {
     const Summary s = Summarize(r);
+    const bool ret = r.knows_returning && s.returning > 0;
     fprintf(out,
-            "%-14s %5zu | %8.3f %8.3f %8.3f %8.3f | %8s %8s | %6.3f %7.1f | %7.1f %7.1f | %4lld | "
-            "%6.1f\n",
-            r.name.c_str(), s.requests, s.ttft_mean, s.ttft_p50, s.ttft_p90, s.ttft_p99,
-            over(base.ttft_mean, s.ttft_mean).c_str(), over(base.ttft_p90, s.ttft_p90).c_str(),
-            s.req_per_s, s.out_tok_per_s, 100 * s.hit_device, 100 * s.recomputed,
-            static_cast<long long>(r.late_launches), r.wall_s);
+            "%-14s %5s | %8s %8s | %8s %8s | %5zu | %8.3f %8.3f %8.3f %8.3f | %8s %8s | %6.3f "
+            "%7.1f | %7.1f %7.1f | %4lld | %6.1f\n",
+            r.name.c_str(), r.knows_returning ? std::to_string(s.returning).c_str() : "-",
+            seconds(s.returning_mean, ret).c_str(), seconds(s.returning_p90, ret).c_str(),
+            over(base.returning_mean, s.returning_mean).c_str(),
+            over(base.returning_p90, s.returning_p90).c_str(), s.requests, s.ttft_mean, s.ttft_p50,
+            s.ttft_p90, s.ttft_p99, over(base.ttft_mean, s.ttft_mean).c_str(),
+            over(base.ttft_p90, s.ttft_p90).c_str(), s.req_per_s, s.out_tok_per_s,
+            100 * s.hit_device, 100 * s.recomputed, static_cast<long long>(r.late_launches),
+            r.wall_s);
   }
 }
 
@@ -178,14 +202,16 @@ Status WriteSummaryCsv(const std::string& path, const std::vector<SystemResult>&
           "h2d_load_bytes,d2h_demote_bytes,d2h_evict_bytes,d2h_store_bytes,disk_read_bytes,"
           "disk_write_bytes,faults,driver_evictions,refaults,policy_ticks,preemptions,"
           "late_launches,rejected,pool_bytes,run_seconds,ttft_mean_vs_layerwise,"
-          "ttft_p90_vs_layerwise,ttft_mean_vs_oracle\n");
+          "ttft_p90_vs_layerwise,ttft_mean_vs_oracle,returning_requests,returning_ttft_mean,"
+          "returning_ttft_p90\n");
   for (const SystemResult& r : results) {
     const Summary s = Summarize(r);
     const Ratios x = RatiosOf(s, results);
     const MoveCounters& m = r.moves;
     fprintf(f,
             "%s,%zu,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%.6f,%.6f,%.6f,%.6f,%llu,%llu,%llu,%llu,%llu,"
-            "%llu,%llu,%llu,%llu,%llu,%llu,%llu,%lld,%lld,%lld,%llu,%.3f,%.4f,%.4f,%.4f\n",
+            "%llu,%llu,%llu,%llu,%llu,%llu,%llu,%lld,%lld,%lld,%llu,%.3f,%.4f,%.4f,%.4f,%zu,%.6f,"
+            "%.6f\n",
             r.name.c_str(), s.requests, s.ttft_mean, s.ttft_p50, s.ttft_p90, s.ttft_p99,
             s.req_per_s, s.out_tok_per_s, s.hit_device, s.hit_host, s.hit_disk, s.recomputed,
             (unsigned long long)m.h2d_fault, (unsigned long long)m.h2d_prefetch,
@@ -196,7 +222,7 @@ Status WriteSummaryCsv(const std::string& path, const std::vector<SystemResult>&
             (unsigned long long)m.refaults, (unsigned long long)m.policy_ticks,
             (long long)r.preemptions, (long long)r.late_launches, (long long)r.rejected,
             (unsigned long long)r.pool_bytes, r.wall_s, x.mean_vs_layerwise, x.p90_vs_layerwise,
-            x.mean_vs_oracle);
+            x.mean_vs_oracle, s.returning, s.returning_mean, s.returning_p90);
   }
   return fclose(f) == 0 ? Status::Ok() : Status::Errorf("%s: write failed", path.c_str());
 }
@@ -207,11 +233,12 @@ Status WriteRequestsCsv(const std::string& path, const SystemResult& result) {
   fprintf(f,
           "prompt_tokens,generation_tokens,ttft,generation_time,user_id,question_id,"
           "launch_time,finish_time,hit_tier,hit_device_tokens,hit_host_tokens,"
-          "hit_disk_tokens,recomputed_tokens\n");
+          "hit_disk_tokens,recomputed_tokens,returning\n");
   for (const RequestRow& r : result.rows) {
-    fprintf(f, "%d,%d,%.6f,%.6f,%d,%d,%.3f,%.6f,%s,%d,%d,%d,%d\n", r.prompt_tokens,
+    fprintf(f, "%d,%d,%.6f,%.6f,%d,%d,%.3f,%.6f,%s,%d,%d,%d,%d,%d\n", r.prompt_tokens,
             r.generation_tokens, r.ttft, r.generation_time, r.user_id, r.question_id, r.launch_time,
-            r.finish_time, HitTier(r), r.hit_device, r.hit_host, r.hit_disk, r.recomputed);
+            r.finish_time, HitTier(r), r.hit_device, r.hit_host, r.hit_disk, r.recomputed,
+            r.returning ? 1 : 0);
   }
   return fclose(f) == 0 ? Status::Ok() : Status::Errorf("%s: write failed", path.c_str());
 }

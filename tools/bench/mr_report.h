@@ -23,6 +23,9 @@ struct Summary {
   double req_per_s = 0, out_tok_per_s = 0;
   // Shares of all prompt tokens: where their KV came from.
   double hit_device = 0, hit_host = 0, hit_disk = 0, recomputed = 0;
+  // The returning requests alone (RequestRow::returning).
+  size_t returning = 0;
+  double returning_mean = 0, returning_p90 = 0;
 };
 
 Summary Summarize(const SystemResult& r);
@@ -42,10 +45,12 @@ const char* HitTier(const RequestRow& row);
 // tier, bytes moved, run time.
 void PrintSummaryTable(FILE* out, const std::vector<SystemResult>& results,
                        const std::string& ttft_stat, double ttft_target_s);
-// The table of runs against a server (--endpoint): TTFT, throughput, the
-// share of prompt tokens the server reused and recomputed, late launches;
-// with a `baseline` run's name, each run's mean and p90 TTFT over the
-// baseline's ("base/x": the baseline's figure over this run's).
+// The table of runs against a server (--endpoint): the returning requests'
+// count, mean and p90 TTFT (RequestRow::returning; "-" for a run read back
+// without them), then every request's TTFT, throughput, the share of prompt
+// tokens the server reused and recomputed, late launches; with a `baseline`
+// run's name, each run's mean and p90 TTFT over the baseline's, returning
+// and all ("base/x": the baseline's figure over this run's).
 void PrintEndpointTable(FILE* out, const std::vector<SystemResult>& results,
                         const std::string& baseline = "");
 Status WriteSummaryCsv(const std::string& path, const std::vector<SystemResult>& results);

@@ -213,6 +213,7 @@ Result<SystemResult> RunSystem(const std::string& name, const BenchOptions& o) {
     row.generation_time = r->finish_s < 0 ? -1 : r->finish_s - r->first_token_s;
     row.user_id = r->user_id;
     row.question_id = r->question_id;
+    row.returning = r->returning;
     row.launch_time = r->launch_s;
     row.finish_time = r->finish_s;
     row.hit_device = r->hit_device;

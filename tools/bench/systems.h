@@ -63,6 +63,7 @@ struct RequestRow {
   int prompt_tokens = 0, generation_tokens = 0;
   double ttft = 0, generation_time = 0;
   int user_id = 0, question_id = 0;
+  bool returning = false;  // Launch::returning
   double launch_time = 0, finish_time = 0;
   int hit_device = 0, hit_host = 0, hit_disk = 0, recomputed = 0;
 };
@@ -76,6 +77,9 @@ struct SystemResult {
   double measure_start_s = 0, measure_end_s = 0;
   int64_t late_launches = 0, preemptions = 0, rejected = 0;
   uint64_t pool_bytes = 0;
+  // False for a run read back from a requests CSV without the `returning`
+  // column (written before it existed): its returning figures are unknown.
+  bool knows_returning = true;
 };
 
 // Every system, in the order runs and tables show them.

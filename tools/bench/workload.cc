@@ -100,6 +100,7 @@ void Workload::StepAt(int64_t tick, std::vector<Launch>* out) {
     l.session = i;
     l.user_id = s.user_id;
     l.question_id = ++s.question_id;
+    l.returning = s.context_tokens != 0;
     l.prompt_tokens = s.context_tokens == 0 ? config_.shared_system_prompt +
                                                   config_.user_history_prompt + config_.question_len
                                             : s.context_tokens + config_.question_len;

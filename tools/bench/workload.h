@@ -51,6 +51,10 @@ struct Launch {
   int answer_tokens = 0;
   double time_s = 0;
   bool measured = false;
+  // A returning request: the server answered this user before in this run,
+  // so its conversation so far is in the KV the server kept (a user's first
+  // request in the run, even one that joined at a later round, is not).
+  bool returning = false;
 };
 
 class Workload {

@@ -165,7 +165,7 @@ print(row["recomputed"])' "$work/$1/summary.csv"
 run_client keep -- --policy keep --slots 12 || true
 if [[ -f $work/keep/answers.txt ]]; then
   header=$(head -1 "$work/keep/requests-keep.csv")
-  want="prompt_tokens,generation_tokens,ttft,generation_time,user_id,question_id,launch_time,finish_time,hit_tier,hit_device_tokens,hit_host_tokens,hit_disk_tokens,recomputed_tokens"
+  want="prompt_tokens,generation_tokens,ttft,generation_time,user_id,question_id,launch_time,finish_time,hit_tier,hit_device_tokens,hit_host_tokens,hit_disk_tokens,recomputed_tokens,returning"
   [[ $header == "$want" ]] || fail "the request log's columns: $header (want $want)"
   rows=$(($(wc -l <"$work/keep/requests-keep.csv") - 1))
   ((rows >= 4)) || fail "keep: only $rows measured requests"
