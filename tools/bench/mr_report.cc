@@ -18,6 +18,12 @@ double Percentile(const std::vector<double>& sorted, double q) {
 
 double Gb(uint64_t bytes) { return bytes / 1e9; }
 
+double Mean(const std::vector<double>& values) {
+  double sum = 0;
+  for (double v : values) sum += v;
+  return values.empty() ? 0 : sum / values.size();
+}
+
 }  // namespace
 
 Summary Summarize(const SystemResult& r) {
@@ -41,20 +47,14 @@ Summary Summarize(const SystemResult& r) {
   s.requests = ttft.size();
   if (ttft.empty()) return s;
   std::sort(ttft.begin(), ttft.end());
-  double sum = 0;
-  for (double v : ttft) sum += v;
-  s.ttft_mean = sum / ttft.size();
+  s.ttft_mean = Mean(ttft);
   s.ttft_p50 = Percentile(ttft, 0.50);
   s.ttft_p90 = Percentile(ttft, 0.90);
   s.ttft_p99 = Percentile(ttft, 0.99);
   s.returning = returning.size();
-  if (!returning.empty()) {
-    std::sort(returning.begin(), returning.end());
-    double returning_sum = 0;
-    for (double v : returning) returning_sum += v;
-    s.returning_mean = returning_sum / returning.size();
-    s.returning_p90 = Percentile(returning, 0.90);
-  }
+  std::sort(returning.begin(), returning.end());
+  s.returning_mean = Mean(returning);
+  s.returning_p90 = Percentile(returning, 0.90);  // 0 when there is none
   const double span = last_finish - first_launch;
   if (span > 0) {
     s.req_per_s = ttft.size() / span;
